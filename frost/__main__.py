@@ -1,0 +1,5 @@
+import sys
+
+from frost.cli import main
+
+sys.exit(main())

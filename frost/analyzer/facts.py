@@ -1,0 +1,40 @@
+"""Facts: a frozen description of one matched sdpa_backward op. They describe; they never decide.
+
+Plain Python values only (no torch, no cutlass), so the probe runs anywhere in microseconds."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+MemoryLayout = Literal["bshd", "bhsd", "strided"]
+
+
+class Facts(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    op_name: str
+    dtype: str                      # io dtype of q, k, v, o, do, dq, dk, dv
+    batch: int
+    heads_q: int
+    heads_kv: int
+    gqa_group: int                  # heads_q // heads_kv (1 = MHA, heads_q = MQA)
+    seq_q: int                      # padded (max) extents; per-batch lengths are runtime values
+    seq_kv: int
+    head_dim_qk: int
+    head_dim_v: int
+    attn_scale: float               # resolved: 1/sqrt(head_dim_qk) when the graph says None
+    mask: Literal["none", "causal", "band"]
+    alignment: Literal["top_left", "bottom_right"]
+    band_left: int | None           # None = unbounded
+    band_right: int | None
+    has_padding_q: bool             # a seq_len_q tensor is given
+    has_padding_kv: bool
+    has_sink: bool
+    deterministic: bool
+    layout: MemoryLayout            # of q/k/v/o/do and the grads, when they all agree; else "strided"
+    head_dim_contiguous: bool       # every io tensor has stride 1 on its head dim
+    strides_16b_aligned: bool       # every non-unit io stride is a multiple of 16 bytes
+    lse_contiguous: bool            # lse has stride 1 along S
+    needs_int64_offsets: bool       # some io tensor spans >= 2**31 elements

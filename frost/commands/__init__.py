@@ -1,0 +1,1 @@
+"""Subcommands of the `frost` CLI, one module each (see frost/cli.py)."""

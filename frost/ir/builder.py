@@ -1,0 +1,93 @@
+"""A builder that reads like the math: declare tensors, add the op, get named outputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from frost.ir.graph import Graph
+from frost.ir.ops import Alignment, GenericOp, SdpaBackwardOp, SdpaInputs, SdpaOutputs
+from frost.ir.tensors import DType, Layout, TensorSpec, layout_strides
+
+
+@dataclass(frozen=True)
+class SdpaGrads:
+    """Names of the tensors the op writes."""
+
+    dq: str
+    dk: str
+    dv: str
+    dsink: str | None = None
+
+
+class GraphBuilder:
+    """Collects tensors and ops; `build()` validates everything and returns an immutable Graph."""
+
+    def __init__(self, name: str = "graph") -> None:
+        self.name = name
+        self._tensors: dict[str, TensorSpec] = {}
+        self._ops: list = []
+
+    def tensor(self, name: str, shape: tuple[int, ...], dtype: DType, *, layout: Layout = "bhsd",
+               strides: tuple[int, ...] | None = None) -> str:
+        """Declare a tensor with a logical shape; `layout` picks strides unless `strides` is given."""
+        shape = tuple(int(x) for x in shape)
+        if strides is None and layout != "bhsd":
+            strides = layout_strides(shape, layout)
+        self._tensors[name] = TensorSpec(name=name, shape=shape, dtype=dtype,
+                                         strides=tuple(strides) if strides is not None else None)
+        return name
+
+    def _like(self, name: str, src: str, dtype: DType | None = None) -> str:
+        ref = self._tensors[src]
+        self._tensors[name] = TensorSpec(name=name, shape=ref.shape, strides=ref.strides, dtype=dtype or ref.dtype)
+        return name
+
+    def sdpa_backward(self, q: str, k: str, v: str, o: str, do: str, lse: str, *, sink: str | None = None,
+                      seq_len_q: str | None = None, seq_len_kv: str | None = None, attn_scale: float | None = None,
+                      causal: bool = False, alignment: Alignment = "top_left", band_left: int | None = None,
+                      band_right: int | None = None, deterministic: bool = False, name: str | None = None) -> SdpaGrads:
+        """Add an attention backward; outputs dq/dk/dv take the layout of q/k/v, dsink is fp32 (Hq,)."""
+        name = name or f"sdpa_backward_{len(self._ops)}"
+        grads = SdpaGrads(
+            dq=self._like(f"{name}.dq", q), dk=self._like(f"{name}.dk", k), dv=self._like(f"{name}.dv", v),
+            dsink=self._like(f"{name}.dsink", sink, "float32") if sink is not None else None,
+        )
+        self._ops.append(SdpaBackwardOp(
+            name=name,
+            inputs=SdpaInputs(q=q, k=k, v=v, o=o, do=do, lse=lse, sink=sink, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv),
+            outputs=SdpaOutputs(dq=grads.dq, dk=grads.dk, dv=grads.dv, dsink=grads.dsink),
+            attn_scale=attn_scale, causal=causal, alignment=alignment, band_left=band_left, band_right=band_right,
+            deterministic=deterministic,
+        ))
+        return grads
+
+    def op(self, op: str, name: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = (), **attrs) -> None:
+        """Add a node frost does not serve itself (it stays in the graph, reported as unclaimed)."""
+        self._ops.append(GenericOp(op=op, name=name, inputs=tuple(inputs), outputs=tuple(outputs), attrs=attrs))
+
+    def build(self) -> Graph:
+        return Graph(name=self.name, tensors=tuple(self._tensors.values()), ops=tuple(self._ops))
+
+
+def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, heads_kv: int | None = None,
+                        seq_kv: int | None = None, head_dim_v: int | None = None, dtype: DType = "bfloat16",
+                        layout: Layout = "bshd", sink: bool = False, padded: bool = False, **op_attrs) -> Graph:
+    """The common one-op graph, declared in one call (used by the demo, the functional API and tests)."""
+    hkv = heads_kv or heads_q
+    skv = seq_kv or seq_q
+    dv = head_dim_v or head_dim
+    b = GraphBuilder("sdpa_backward")
+    q = b.tensor("q", (batch, heads_q, seq_q, head_dim), dtype, layout=layout)
+    k = b.tensor("k", (batch, hkv, skv, head_dim), dtype, layout=layout)
+    v = b.tensor("v", (batch, hkv, skv, dv), dtype, layout=layout)
+    o = b.tensor("o", (batch, heads_q, seq_q, dv), dtype, layout=layout)
+    do = b.tensor("do", (batch, heads_q, seq_q, dv), dtype, layout=layout)
+    lse = b.tensor("lse", (batch, heads_q, seq_q), "float32")
+    extras = {}
+    if sink:
+        extras["sink"] = b.tensor("sink", (heads_q,), "float32")
+    if padded:
+        extras["seq_len_q"] = b.tensor("seq_len_q", (batch,), "int32")
+        extras["seq_len_kv"] = b.tensor("seq_len_kv", (batch,), "int32")
+    b.sdpa_backward(q, k, v, o, do, lse, name="attn", **extras, **op_attrs)
+    return b.build()

@@ -1,0 +1,85 @@
+"""The graph: tensors plus ops. Validated whenever it is constructed, including from JSON."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from frost.errors import GraphError
+from frost.ir.ops import GenericOp, Op, SdpaBackwardOp
+from frost.ir.tensors import TensorSpec, check_tensor
+from frost.ir.validate import check_sdpa_backward
+
+
+class Graph(BaseModel):
+    """An attention-backward graph. `model_dump_json` / `from_json` round-trip it exactly."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "graph"
+    tensors: tuple[TensorSpec, ...]
+    ops: tuple[Op, ...]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Graph":
+        check_graph(self)
+        return self
+
+    def tensor(self, name: str) -> TensorSpec:
+        for t in self.tensors:
+            if t.name == name:
+                return t
+        raise KeyError(name)
+
+    def tensor_map(self) -> dict[str, TensorSpec]:
+        return {t.name: t for t in self.tensors}
+
+    def sdpa_ops(self) -> list[SdpaBackwardOp]:
+        return [op for op in self.ops if isinstance(op, SdpaBackwardOp)]
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> "Graph":
+        """Parse JSON; structural problems (wrong types, missing fields) also raise GraphError."""
+        try:
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "graph"
+            raise GraphError(f"graph JSON at {where}", first.get("input"), first["msg"]) from exc
+
+    def build(self, **kwargs):
+        """Compile this graph into a plan (same as frost.compile(graph))."""
+        from frost import compile as _compile
+
+        return _compile(self, **kwargs)
+
+
+def check_graph(graph: Graph) -> None:
+    tensors: dict[str, TensorSpec] = {}
+    for t in graph.tensors:
+        if t.name in tensors:
+            raise GraphError("tensor name", t.name, "unique tensor names")
+        check_tensor(t)
+        tensors[t.name] = t
+    produced: dict[str, str] = {}
+    op_names: set[str] = set()
+    for op in graph.ops:
+        if op.name in op_names:
+            raise GraphError("op name", op.name, "unique op names")
+        op_names.add(op.name)
+        for name in op.input_names() + op.output_names():
+            if name not in tensors:
+                raise GraphError(f"{op.op} {op.name!r} tensor reference", name,
+                                 f"a declared tensor ({', '.join(sorted(tensors)) or 'none declared'})")
+        clash = set(op.input_names()) & set(op.output_names())
+        if clash:
+            raise GraphError(f"{op.op} {op.name!r} outputs", sorted(clash), "outputs distinct from the op's inputs")
+        for name in op.output_names():
+            if name in produced:
+                raise GraphError(f"tensor {name!r}", f"written by {produced[name]!r} and {op.name!r}",
+                                 "each tensor written by at most one op")
+            produced[name] = op.name
+        if isinstance(op, SdpaBackwardOp):
+            check_sdpa_backward(op, tensors)
+
+
+__all__ = ["Graph", "GenericOp", "SdpaBackwardOp", "check_graph"]

@@ -1,0 +1,99 @@
+"""Ops of the graph: the sdpa_backward op frost serves, and a generic op for everything else."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+
+Alignment = Literal["top_left", "bottom_right"]
+MaskKind = Literal["none", "causal", "band"]
+
+
+class SdpaInputs(BaseModel):
+    """Tensor names read by the op; the optional ones are None when absent."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    q: str
+    k: str
+    v: str
+    o: str
+    do: str
+    lse: str
+    sink: str | None = None
+    seq_len_q: str | None = None
+    seq_len_kv: str | None = None
+
+
+class SdpaOutputs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    dq: str
+    dk: str
+    dv: str
+    dsink: str | None = None
+
+
+class SdpaBackwardOp(BaseModel):
+    """Attention backward. Mask: keep key j iff j in [diag - band_left, diag + band_right] (None = unbounded);
+    causal means band_right defaults to 0 (a larger band_right widens it). diag = i (top_left) or i + skv - sq."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    op: Literal["sdpa_backward"] = "sdpa_backward"
+    name: str = Field(min_length=1)
+    inputs: SdpaInputs
+    outputs: SdpaOutputs
+    attn_scale: float | None = None
+    causal: bool = False
+    alignment: Alignment = "top_left"
+    band_left: int | None = None
+    band_right: int | None = None
+    deterministic: bool = False
+
+    @property
+    def band(self) -> tuple[int | None, int | None]:
+        """(left, right) after applying `causal`; None means unbounded on that side."""
+        right = self.band_right if self.band_right is not None else (0 if self.causal else None)
+        return self.band_left, right
+
+    @property
+    def mask_kind(self) -> MaskKind:
+        left, right = self.band
+        if left is None and right is None:
+            return "none"
+        if left is None and right == 0:
+            return "causal"
+        return "band"
+
+    def input_names(self) -> list[str]:
+        return [n for n in self.inputs.model_dump().values() if n is not None]
+
+    def output_names(self) -> list[str]:
+        return [n for n in self.outputs.model_dump().values() if n is not None]
+
+
+class GenericOp(BaseModel):
+    """Any other node of a user graph. frost does not claim it; the analyzer reports it as unclaimed."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    op: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    attrs: dict[str, Any] = Field(default_factory=dict)
+
+    def input_names(self) -> list[str]:
+        return list(self.inputs)
+
+    def output_names(self) -> list[str]:
+        return list(self.outputs)
+
+
+def _op_tag(value: Any) -> str:
+    kind = value.get("op") if isinstance(value, dict) else getattr(value, "op", None)
+    return "sdpa_backward" if kind == "sdpa_backward" else "generic"
+
+
+Op = Annotated[
+    Union[Annotated[SdpaBackwardOp, Tag("sdpa_backward")], Annotated[GenericOp, Tag("generic")]],
+    Discriminator(_op_tag),
+]
