@@ -1,9 +1,40 @@
-"""frost: attention (SDPA) backward graphs compiled to CuTe-DSL kernels for SM120-class GPUs."""
+"""frost: attention (SDPA) backward graphs compiled to CuTe-DSL kernels for SM120-class GPUs.
+
+`import frost` stays light (no torch, no cutlass): the entry points that need them load on first use."""
+
+from __future__ import annotations
+
+import importlib
 
 from frost.errors import FrostError, GraphError, NotSupported, TensorError
 from frost.ir import Graph, GraphBuilder, TensorSpec, sdpa_backward_graph
 
 __version__ = "0.1.0"
 
+# public name -> "module:attribute", imported on first access (PEP 562)
+_LAZY = {
+    "check_support": "frost.support:check_support",
+    "detect_target": "frost.target:detect_target",
+    "SupportReport": "frost.analyzer:SupportReport",
+    "Reason": "frost.analyzer:Reason",
+    "compile": "frost.compile_api:compile",
+    "cache_stats": "frost.lowering:cache_stats",
+    "sdpa_backward": "frost.functional:sdpa_backward",
+    "attention": "frost.torch_ops:attention",
+    "reference": "frost.reference:",
+}
+
+
+def __getattr__(name: str):
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'frost' has no attribute {name!r}")
+    module_name, _, attr = target.partition(":")
+    module = importlib.import_module(module_name)
+    value = getattr(module, attr) if attr else module
+    globals()[name] = value
+    return value
+
+
 __all__ = ["FrostError", "GraphError", "NotSupported", "TensorError", "Graph", "GraphBuilder", "TensorSpec",
-           "sdpa_backward_graph", "__version__"]
+           "sdpa_backward_graph", "__version__", *_LAZY]

@@ -80,6 +80,27 @@ def check_graph(graph: Graph) -> None:
             produced[name] = op.name
         if isinstance(op, SdpaBackwardOp):
             check_sdpa_backward(op, tensors)
+    _check_acyclic(graph, produced)
+
+
+def _check_acyclic(graph: Graph, produced: dict[str, str]) -> None:
+    """Reject dataflow cycles (an op that depends, through other ops, on its own output): Kahn's algorithm."""
+    if len(graph.ops) < 2:
+        return
+    deps = {op.name: {produced[t] for t in op.input_names() if t in produced} for op in graph.ops}
+    ready = [name for name, d in deps.items() if not d]
+    done = 0
+    while ready:
+        finished = ready.pop()
+        done += 1
+        for name, d in deps.items():
+            if finished in d:
+                d.discard(finished)
+                if not d:
+                    ready.append(name)
+    if done < len(deps):
+        stuck = sorted(name for name, d in deps.items() if d)
+        raise GraphError("graph dataflow", stuck, "an acyclic graph (no op may depend on its own output)")
 
 
 __all__ = ["Graph", "GenericOp", "SdpaBackwardOp", "check_graph"]

@@ -1,0 +1,126 @@
+"""Declining, as one small function over the capability table: every rule an engine's table breaks for these Facts,
+each as a Reason with a stable code, the offending field and value, and what the engine would accept.
+
+Rules are data (RULES); the support matrix prints the same list, so the published codes cannot drift."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Union
+
+from pydantic import BaseModel, ConfigDict
+
+from frost.analyzer.capability import Capability
+from frost.analyzer.facts import Facts
+from frost.analyzer.targets import ANY_CUDA, serves_target
+
+Plain = Union[bool, int, float, str, None]
+
+
+class Reason(BaseModel):
+    """Why one engine cannot serve one op. `code` is stable (match on it); `message` is for people."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    code: str
+    field: str          # the Facts field that is out of range ("target" for the probe's target)
+    value: Plain
+    accepted: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    field: str
+    ok: Callable[[Capability, Facts, str], bool]       # (cap, facts, target) -> the engine serves this value
+    accepted: Callable[[Capability, Facts], str]       # what the engine would take instead
+    doc: str                                           # one line for the support matrix
+
+    def check(self, cap: Capability, facts: Facts, target: str) -> Reason | None:
+        if self.ok(cap, facts, target):
+            return None
+        value = target if self.field == "target" else getattr(facts, self.field)
+        accepted = self.accepted(cap, facts)
+        return Reason(code=self.code, field=self.field, value=value, accepted=accepted,
+                      message=f"{self.field}={value!r} is not served by {cap.engine}; accepted: {accepted}")
+
+
+def _targets(cap: Capability) -> str:
+    return ", ".join("any sm_* (cuda)" if t == ANY_CUDA else t for t in cap.targets)
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _head_dim_rules(field: str) -> tuple[Rule, ...]:
+    return (
+        Rule("head_dim_multiple", field,
+             lambda c, f, t: getattr(f, field) % c.head_dim.multiple_of == 0,
+             lambda c, f: f"a multiple of {c.head_dim.multiple_of} "
+                          f"(pad to {_round_up(getattr(f, field), c.head_dim.multiple_of)})",
+             f"{field} is not a multiple of the engine's head-dim granule"),
+        Rule("head_dim_max", field,
+             lambda c, f, t: c.head_dim.max is None or getattr(f, field) <= c.head_dim.max,
+             lambda c, f: f"at most {c.head_dim.max}",
+             f"{field} is larger than the engine's largest head dim"),
+    )
+
+
+def _asks(field: str) -> Callable[[Facts], bool]:
+    return lambda f: getattr(f, field)
+
+
+def _feature_rule(code: str, field: str, cap_attr: str, accepted: str, doc: str,
+                  asks: Callable[[Facts], bool] | None = None) -> Rule:
+    """A feature the graph asks for (by default: a true Facts flag) that the table does not offer."""
+    asks = asks or _asks(field)
+    return Rule(code, field, lambda c, f, t: getattr(c, cap_attr) or not asks(f), lambda c, f: accepted, doc)
+
+
+def _requirement_rule(code: str, field: str, cap_attr: str, accepted: str, doc: str) -> Rule:
+    """A property the table requires of the graph (a Facts flag that must be true)."""
+    return Rule(code, field, lambda c, f, t: not getattr(c, cap_attr) or getattr(f, field),
+                lambda c, f: accepted, doc)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("target", "target", lambda c, f, t: serves_target(c.targets, t), lambda c, f: _targets(c),
+         "the engine does not run on the requested target"),
+    Rule("dtype", "dtype", lambda c, f, t: f.dtype in c.dtypes, lambda c, f: ", ".join(c.dtypes),
+         "the io dtype (q, k, v, o, do and the grads) is not one the engine computes in"),
+    *_head_dim_rules("head_dim_qk"),
+    *_head_dim_rules("head_dim_v"),
+    Rule("dv_gt_dqk", "head_dim_v", lambda c, f, t: not c.dv_le_dqk or f.head_dim_v <= f.head_dim_qk,
+         lambda c, f: f"head_dim_v <= head_dim_qk ({f.head_dim_qk})",
+         "the value head dim is larger than the query/key head dim"),
+    Rule("mask", "mask", lambda c, f, t: f.mask in c.masks, lambda c, f: ", ".join(c.masks),
+         "the mask kind (none, causal, band: sliding window or right-widened causal) is not served"),
+    Rule("alignment", "alignment", lambda c, f, t: f.mask == "none" or f.alignment in c.alignments,
+         lambda c, f: ", ".join(c.alignments) + " (alignment only matters under a causal or band mask)",
+         "the diagonal anchor (top_left / bottom_right) of a causal or band mask is not served"),
+    _feature_rule("gqa", "gqa_group", "gqa", "gqa_group=1 (heads_q == heads_kv; repeat k/v heads to get MHA)",
+                  "grouped/multi-query attention (heads_q > heads_kv) is not served", asks=lambda f: f.gqa_group > 1),
+    _feature_rule("padding", "has_padding_q", "padding", "no seq_len_q tensor (pack or unpad the batch)",
+                  "per-batch query lengths (seq_len_q) are not served"),
+    _feature_rule("padding", "has_padding_kv", "padding", "no seq_len_kv tensor (pack or unpad the batch)",
+                  "per-batch key/value lengths (seq_len_kv) are not served"),
+    _feature_rule("sink", "has_sink", "sink", "no sink input",
+                  "a learnable attention sink (and its dsink gradient) is not served"),
+    _feature_rule("deterministic", "deterministic", "deterministic", "deterministic=False",
+                  "a bitwise-deterministic backward is not offered"),
+    _requirement_rule("layout_head_dim", "head_dim_contiguous", "needs_head_dim_contiguous",
+                      "every io tensor with stride 1 on its head dim (e.g. BSHD or BHSD)",
+                      "some io tensor is not contiguous along its head dim"),
+    _requirement_rule("stride_alignment", "strides_16b_aligned", "needs_16b_strides",
+                      "every io stride other than the head dim's a multiple of 16 bytes "
+                      "(8 fp16/bf16 elements; pad the head dim or the row)",
+                      "some io stride is not a multiple of 16 bytes (vectorised / TMA loads need it)"),
+)
+
+CODES: tuple[str, ...] = tuple(dict.fromkeys(r.code for r in RULES))
+
+
+def declines(cap: Capability, facts: Facts, target: str, rules: tuple[Rule, ...] = RULES) -> list[Reason]:
+    """Every reason `cap`'s engine cannot serve `facts` on `target` (normalised); empty means it can."""
+    return [reason for rule in rules if (reason := rule.check(cap, facts, target)) is not None]

@@ -1,0 +1,80 @@
+"""Facts extraction: read one matched sdpa_backward op and its tensors into a Facts record.
+
+Only plain values come out (ints, strs, bools, floats), computed from shapes, strides and attributes; nothing here
+decides support, so the same Facts serve the probe, the lowering and the compile key."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from frost.analyzer.facts import Facts
+from frost.ir.ops import SdpaBackwardOp
+from frost.ir.tensors import TensorSpec, contiguous_strides, layout_strides
+
+LAYOUTS = ("bshd", "bhsd")      # preference order when a tensor fits several (extent-1 dims make strides ambiguous)
+INT32_SPAN = 2**31
+
+
+@dataclass(frozen=True)
+class _Memory:
+    """What one tensor's shape, strides and item size say about how it sits in memory."""
+
+    layouts: tuple[str, ...]    # the LAYOUTS its strides fit
+    head_dim_contiguous: bool
+    strides_16b_aligned: bool
+    span: int                   # elements from the first to one past the last one addressed
+
+
+@lru_cache(maxsize=1024)
+def _memory(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> _Memory:
+    """Memoised on plain tuples: the io tensors of an op share a handful of shapes, and a training loop repeats them."""
+    live = [(s, e) for s, e in zip(strides, shape) if e > 1]           # dims that step through memory
+    fits = tuple(lay for lay in LAYOUTS
+                 if all(e == 1 or s == w for s, w, e in zip(strides, layout_strides(shape, lay), shape)))
+    return _Memory(layouts=fits, head_dim_contiguous=shape[-1] == 1 or strides[-1] == 1,
+                   strides_16b_aligned=all((s * itemsize) % 16 == 0 for s, _ in live if s != 1),
+                   span=1 + sum((e - 1) * s for s, e in live))
+
+
+def _memory_of(t: TensorSpec) -> _Memory:
+    return _memory(t.shape, t.strides if t.strides is not None else contiguous_strides(t.shape), t.itemsize)
+
+
+def _layout(mems: list[_Memory]) -> str:
+    common = [lay for lay in LAYOUTS if all(lay in m.layouts for m in mems)]
+    return common[0] if common else "strided"
+
+
+def _resolve(graph, op) -> SdpaBackwardOp:
+    if isinstance(op, str):
+        op = next((o for o in graph.ops if o.name == op), None) or op
+    if not isinstance(op, SdpaBackwardOp):
+        raise TypeError(f"facts_for: got {op!r}; accepted: an sdpa_backward op of the graph (or its name)")
+    return op
+
+
+def facts_for(graph, op: SdpaBackwardOp | str) -> Facts:
+    """Describe `op` (an SdpaBackwardOp of `graph`, or its name) as Facts."""
+    op = _resolve(graph, op)
+    ts = graph.tensor_map()
+    ins, outs = op.inputs, op.outputs
+    q, k, v, lse = ts[ins.q], ts[ins.k], ts[ins.v], ts[ins.lse]
+    mems = [_memory_of(ts[n]) for n in (ins.q, ins.k, ins.v, ins.o, ins.do, outs.dq, outs.dk, outs.dv)]
+    batch, heads_q, seq_q, head_dim_qk = q.shape
+    heads_kv, seq_kv = k.shape[1], k.shape[2]
+    band_left, band_right = op.band
+    return Facts(
+        op_name=op.name, dtype=q.dtype, batch=batch, heads_q=heads_q, heads_kv=heads_kv,
+        gqa_group=heads_q // heads_kv, seq_q=seq_q, seq_kv=seq_kv, head_dim_qk=head_dim_qk, head_dim_v=v.shape[3],
+        attn_scale=op.attn_scale if op.attn_scale is not None else 1.0 / math.sqrt(head_dim_qk),
+        mask=op.mask_kind, alignment=op.alignment, band_left=band_left, band_right=band_right,
+        has_padding_q=ins.seq_len_q is not None, has_padding_kv=ins.seq_len_kv is not None,
+        has_sink=ins.sink is not None, deterministic=op.deterministic,
+        layout=_layout(mems),
+        head_dim_contiguous=all(m.head_dim_contiguous for m in mems),
+        strides_16b_aligned=all(m.strides_16b_aligned for m in mems),
+        lse_contiguous=lse.shape[2] == 1 or lse.effective_strides[2] == 1,
+        needs_int64_offsets=any(m.span >= INT32_SPAN for m in mems),
+    )

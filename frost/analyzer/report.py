@@ -1,0 +1,76 @@
+"""The probe's answer: which engine serves each claimed op, every reason every other engine declined, and the ops
+frost leaves to the caller. JSON via model_dump_json(); people read to_text()."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict
+
+from frost.analyzer.analysis import Unclaimed
+from frost.analyzer.declines import Reason
+from frost.analyzer.facts import Facts
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class OpSupport(BaseModel):
+    """One claimed op. `declined` is vllm-style {engine: [reasons]} for every engine that declines, in preference
+    order, including engines after the chosen one (so a user sees what each would need)."""
+
+    model_config = _FROZEN
+    name: str
+    pattern: str
+    engine: Optional[str]           # the first engine in preference order that does not decline; None = none can
+    declined: dict[str, tuple[Reason, ...]]
+    facts: Facts
+
+
+class SupportReport(BaseModel):
+    """`supported` is True when the graph has at least one claimed op and every claimed op has an engine; unclaimed
+    ops do not change it: they are the caller's to run (they are listed with why)."""
+
+    model_config = _FROZEN
+    target: str
+    supported: bool
+    ops: tuple[OpSupport, ...]
+    unclaimed: tuple[Unclaimed, ...]
+
+    @property
+    def engines(self) -> dict[str, Optional[str]]:
+        """op name -> engine chosen (None where no engine serves it)."""
+        return {op.name: op.engine for op in self.ops}
+
+    def to_text(self) -> str:
+        return render_text(self)
+
+
+def _facts_line(f: Facts) -> str:
+    mask = f.mask if f.mask == "none" else f"{f.mask}({f.band_left}, {f.band_right}) {f.alignment}"
+    padding = ",".join(side for side, on in (("q", f.has_padding_q), ("kv", f.has_padding_kv)) if on) or "no"
+    flags = " ".join(name for name, on in (("sink", f.has_sink), ("deterministic", f.deterministic)) if on)
+    return (f"{f.dtype} B={f.batch} Hq={f.heads_q} Hkv={f.heads_kv} Sq={f.seq_q} Skv={f.seq_kv} "
+            f"Dqk={f.head_dim_qk} Dv={f.head_dim_v} mask={mask} padding={padding} layout={f.layout} {flags}").rstrip()
+
+
+def _summary(r: SupportReport) -> str:
+    if not r.ops:
+        return "NOT supported: frost claims no op of this graph"
+    unserved = [op.name for op in r.ops if op.engine is None]
+    if unserved:
+        return "NOT supported: no engine serves " + ", ".join(repr(n) for n in unserved)
+    return f"supported ({len(r.ops)} op{'s' * (len(r.ops) != 1)} claimed)"
+
+
+def render_text(r: SupportReport) -> str:
+    lines = [f"target {r.target}: {_summary(r)}"]
+    for op in r.ops:
+        lines.append(f"op {op.name!r} ({op.pattern}) -> {op.engine or 'no engine'}")
+        lines.append(f"  {_facts_line(op.facts)}")
+        for engine, reasons in op.declined.items():
+            lines.append(f"  {engine} declines:")
+            lines.extend(f"    [{x.code}] {x.message}" for x in reasons)
+    if r.unclaimed:
+        lines.append("unclaimed (left to the caller):")
+        lines.extend(f"  {u.name!r} ({u.op}): [{u.code}] {u.message}" for u in r.unclaimed)
+    return "\n".join(lines)

@@ -1,0 +1,18 @@
+"""check_support(graph, target=None): the public support check (exported as frost.check_support)."""
+
+from __future__ import annotations
+
+from frost.analyzer import SupportReport, probe
+
+
+def check_support(graph, target: str | None = None) -> SupportReport:
+    """Which engine would serve each attention op of `graph` on `target`, and every reason the others decline.
+
+    target None asks about this machine (detect_target(): "cpu" when there is no CUDA device). Unsupported is an
+    answer (report.supported is False), not an exception; a malformed graph raises GraphError, an unknown target
+    string TargetError."""
+    if target is None:
+        from frost.target import detect_target
+
+        target = detect_target()
+    return probe(graph, target)
