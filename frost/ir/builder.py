@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from frost.errors import GraphError
 from frost.ir.graph import Graph
+from frost.ir.pydantic_errors import as_graph_errors
 from frost.ir.ops import Alignment, GenericOp, SdpaBackwardOp, SdpaInputs, SdpaOutputs
 from frost.ir.tensors import DType, Layout, TensorSpec, layout_strides
 
@@ -33,13 +35,20 @@ class GraphBuilder:
         shape = tuple(int(x) for x in shape)
         if strides is None and layout != "bhsd":
             strides = layout_strides(shape, layout)
-        self._tensors[name] = TensorSpec(name=name, shape=shape, dtype=dtype,
-                                         strides=tuple(strides) if strides is not None else None)
+        with as_graph_errors(f"tensor {name!r}"):
+            spec = TensorSpec(name=name, shape=shape, dtype=dtype, strides=tuple(strides) if strides is not None else None)
+        self._declare(spec)
         return name
+
+    def _declare(self, spec: TensorSpec) -> None:
+        """Add a tensor; a second tensor of the same name is an error, not a silent replacement."""
+        if spec.name in self._tensors:
+            raise GraphError("tensor name", spec.name, "unique tensor names")
+        self._tensors[spec.name] = spec
 
     def _like(self, name: str, src: str, dtype: DType | None = None) -> str:
         ref = self._tensors[src]
-        self._tensors[name] = TensorSpec(name=name, shape=ref.shape, strides=ref.strides, dtype=dtype or ref.dtype)
+        self._declare(TensorSpec(name=name, shape=ref.shape, strides=ref.strides, dtype=dtype or ref.dtype))
         return name
 
     def sdpa_backward(self, q: str, k: str, v: str, o: str, do: str, lse: str, *, sink: str | None = None,
@@ -48,6 +57,10 @@ class GraphBuilder:
                       band_right: int | None = None, deterministic: bool = False, name: str | None = None) -> SdpaGrads:
         """Add an attention backward; outputs dq/dk/dv take the layout of q/k/v, dsink is fp32 (Hq,)."""
         name = name or f"sdpa_backward_{len(self._ops)}"
+        for ref in (q, k, v, o, do, lse, sink, seq_len_q, seq_len_kv):
+            if ref is not None and ref not in self._tensors:
+                raise GraphError(f"sdpa_backward {name!r} tensor reference", ref,
+                                 f"a declared tensor ({', '.join(sorted(self._tensors)) or 'none declared'})")
         grads = SdpaGrads(
             dq=self._like(f"{name}.dq", q), dk=self._like(f"{name}.dk", k), dv=self._like(f"{name}.dv", v),
             dsink=self._like(f"{name}.dsink", sink, "float32") if sink is not None else None,
@@ -63,10 +76,14 @@ class GraphBuilder:
 
     def op(self, op: str, name: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = (), **attrs) -> None:
         """Add a node frost does not serve itself (it stays in the graph, reported as unclaimed)."""
-        self._ops.append(GenericOp(op=op, name=name, inputs=tuple(inputs), outputs=tuple(outputs), attrs=attrs))
+        if op == "sdpa_backward":
+            raise GraphError(f"op {name!r}.op", op, "any other op kind (declare attention with GraphBuilder.sdpa_backward)")
+        with as_graph_errors(f"op {name!r}"):
+            self._ops.append(GenericOp(op=op, name=name, inputs=tuple(inputs), outputs=tuple(outputs), attrs=attrs))
 
     def build(self) -> Graph:
-        return Graph(name=self.name, tensors=tuple(self._tensors.values()), ops=tuple(self._ops))
+        with as_graph_errors(f"graph {self.name!r}"):
+            return Graph(name=self.name, tensors=tuple(self._tensors.values()), ops=tuple(self._ops))
 
 
 def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, heads_kv: int | None = None,

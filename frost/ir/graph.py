@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from frost.errors import GraphError
+from frost.ir.pydantic_errors import as_graph_errors
 from frost.ir.ops import GenericOp, Op, SdpaBackwardOp
 from frost.ir.tensors import TensorSpec, check_tensor
 from frost.ir.validate import check_sdpa_backward
@@ -39,12 +40,8 @@ class Graph(BaseModel):
     @classmethod
     def from_json(cls, text: str | bytes) -> "Graph":
         """Parse JSON; structural problems (wrong types, missing fields) also raise GraphError."""
-        try:
+        with as_graph_errors("graph JSON"):
             return cls.model_validate_json(text)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "graph"
-            raise GraphError(f"graph JSON at {where}", first.get("input"), first["msg"]) from exc
 
     def build(self, **kwargs):
         """Compile this graph into a plan (same as frost.compile(graph))."""

@@ -1,0 +1,133 @@
+"""Cheap validation of the reference engine's arguments, resolved into one `Problem`.
+
+Only what is obviously wrong is rejected (ranks, extents, dtypes, devices, argument values); each
+TensorError names the tensor or argument, the value, and what would be accepted."""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import torch
+
+from frost.errors import TensorError
+from frost.reference.mask import MaskSpec
+from frost.reference.numerics import IO_DTYPES, compute_dtype
+
+STAT_DTYPES = (torch.float32, torch.float64)
+LEN_DTYPES = (torch.int32, torch.int64)
+ALIGNMENTS = ("top_left", "bottom_right")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Sizes, scale, dtypes and the resolved mask of one attention call."""
+
+    batch: int
+    heads_q: int
+    heads_kv: int
+    seq_q: int
+    seq_kv: int
+    dim_qk: int
+    dim_v: int
+    scale: float
+    io_dtype: torch.dtype
+    compute_dtype: torch.dtype
+    mask: MaskSpec
+
+    @property
+    def group(self) -> int:
+        """Query heads per kv head (G); query head h reads kv head h // G."""
+        return self.heads_q // self.heads_kv
+
+
+def _expect(name: str, t: object, shape: tuple[int, ...], dtypes: tuple, device: torch.device) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TensorError(name, type(t).__name__, "a torch.Tensor")
+    if tuple(t.shape) != shape:
+        raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
+    if t.dtype not in dtypes:
+        raise TensorError(f"{name}.dtype", t.dtype, " or ".join(str(d) for d in dtypes))
+    if t.device != device:
+        raise TensorError(f"{name}.device", t.device, f"{device} (the device of q)")
+
+
+def _check_qkv(q: object, k: object, v: object) -> tuple[int, ...]:
+    """Return (B, Hq, Hkv, Sq, Skv, Dqk, Dv) after checking q, k, v agree."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 4:
+            got = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise TensorError(f"{name}.shape", got, "a rank-4 tensor, logical (B, H, S, D)")
+    if q.dtype not in IO_DTYPES:
+        raise TensorError("q.dtype", q.dtype, " or ".join(str(d) for d in IO_DTYPES))
+    b, hq, sq, dqk = q.shape
+    hkv, skv = k.shape[1], k.shape[2]
+    if hkv < 1 or hq < 1 or hq % hkv:
+        raise TensorError("k.shape[1]", hkv, f"a kv head count >= 1 dividing Hq={hq}")
+    _expect("k", k, (b, hkv, skv, dqk), (q.dtype,), q.device)
+    _expect("v", v, (b, hkv, skv, v.shape[3]), (q.dtype,), q.device)
+    return b, hq, hkv, sq, skv, dqk, v.shape[3]
+
+
+def _seq_lens(name: str, t: object, batch: int, full: int, device: torch.device) -> torch.Tensor:
+    """Per-batch lengths as int64 on `device`; None means every sequence is full length."""
+    if t is None:
+        return torch.full((batch,), full, dtype=torch.int64, device=device)
+    _expect(name, t, (batch,), LEN_DTYPES, t.device if isinstance(t, torch.Tensor) else device)
+    lens = t.to(device=device, dtype=torch.int64)
+    if batch and (int(lens.min()) < 0 or int(lens.max()) > full):
+        raise TensorError(name, lens.tolist(), f"lengths in [0, {full}]")
+    return lens
+
+
+def _bound(name: str, value: object) -> int | None:
+    """A band bound: None (unbounded) or an integer >= 0 (bools are not bounds)."""
+    if value is None:
+        return None
+    try:
+        bound = None if isinstance(value, bool) else operator.index(value)
+    except TypeError:
+        bound = None
+    if bound is None or bound < 0:
+        raise TensorError(name, value, "None (unbounded) or an integer >= 0")
+    return bound
+
+
+def _band(causal: bool, alignment: str, band_left: object, band_right: object) -> tuple[int | None, int | None]:
+    """(left, right) with `causal` folded in: causal means right defaults to 0."""
+    if alignment not in ALIGNMENTS:
+        raise TensorError("alignment", alignment, " or ".join(ALIGNMENTS))
+    left, right = _bound("band_left", band_left), _bound("band_right", band_right)
+    if causal and right is None:
+        right = 0
+    return left, right
+
+
+def _scale(scale: object, dim_qk: int) -> float:
+    if scale is None:
+        return 1.0 / math.sqrt(dim_qk) if dim_qk else 1.0
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise TensorError("scale", scale, "None (1/sqrt(Dqk)) or a finite number > 0")
+    return float(scale)
+
+
+def resolve(q, k, v, *, scale, causal, alignment, band_left, band_right, seq_len_q, seq_len_kv, sink) -> Problem:
+    """Validate the arguments shared by forward and backward and resolve defaults."""
+    b, hq, hkv, sq, skv, dqk, dv = _check_qkv(q, k, v)
+    if sink is not None:
+        _expect("sink", sink, (hq,), STAT_DTYPES, q.device)
+    left, right = _band(bool(causal), alignment, band_left, band_right)
+    mask = MaskSpec(sq=_seq_lens("seq_len_q", seq_len_q, b, sq, q.device),
+                    skv=_seq_lens("seq_len_kv", seq_len_kv, b, skv, q.device),
+                    left=left, right=right, bottom_right=alignment == "bottom_right")
+    return Problem(batch=b, heads_q=hq, heads_kv=hkv, seq_q=sq, seq_kv=skv, dim_qk=dqk, dim_v=dv,
+                   scale=_scale(scale, dqk), io_dtype=q.dtype, compute_dtype=compute_dtype(q.dtype), mask=mask)
+
+
+def check_backward_tensors(p: Problem, q: torch.Tensor, o: object, do: object, lse: object) -> None:
+    """o and do are (B, Hq, Sq, Dv) in the io dtype; lse is (B, Hq, Sq) fp32 or wider."""
+    shape = (p.batch, p.heads_q, p.seq_q, p.dim_v)
+    _expect("o", o, shape, (p.io_dtype,), q.device)
+    _expect("do", do, shape, (p.io_dtype,), q.device)
+    _expect("lse", lse, shape[:3], STAT_DTYPES, q.device)
