@@ -1,0 +1,43 @@
+"""frost through its public functional API (BSHD tensors), timing only the backward. The detail column names the
+engine frost's plan chose for the case, so a run where the CuTe engine declines (and the reference engine runs)
+is visible as such instead of looking like a slow kernel."""
+
+from __future__ import annotations
+
+from frost.bench.backends.base import Backend, Prepared
+from frost.bench.cases import Case
+
+_TORCH_TO_IR = {"torch.bfloat16": "bfloat16", "torch.float16": "float16"}
+
+
+class FrostBackend(Backend):
+    name = "frost"
+    same_class = True
+
+    def prepare(self, c: Case, sets: list, scale: float) -> Prepared:
+        import frost
+
+        left, _ = c.band
+
+        def run(i: int):
+            s = sets[i]
+            return frost.sdpa_backward(s.q, s.k, s.v, s.out, s.dout, s.lse, softmax_scale=scale, causal=c.causal,
+                                       window_size=(left, None), sink=s.sink)
+
+        return Prepared(run, detail=plan_engine(c, str(sets[0].q.dtype), scale, sets[0].q.device))
+
+
+def plan_engine(c: Case, torch_dtype: str, scale: float, device) -> str:
+    """The engine frost's plan picks for this case on this device (what the functional API will run)."""
+    import frost
+    from frost.functional import target_of
+
+    left, _ = c.band
+    try:
+        graph = frost.sdpa_backward_graph(
+            c.batch, c.heads_q, c.seq_q, c.head_dim, heads_kv=c.heads_kv, seq_kv=c.seq_kv, head_dim_v=c.head_dim_v,
+            dtype=_TORCH_TO_IR.get(torch_dtype, torch_dtype), layout="bshd", sink=c.sink, attn_scale=scale,
+            causal=c.causal, band_left=left)
+        return frost.compile(graph, target=target_of(device)).engine
+    except Exception as exc:  # noqa: BLE001 -- a label, never a reason to stop the run
+        return f"? ({type(exc).__name__})"

@@ -1,0 +1,60 @@
+"""torch SDPA backward with one backend forced (FLASH = FA2, CUDNN, EFFICIENT = CUTLASS mem-efficient).
+
+The forward runs once per input set with requires_grad; the timed part is only
+torch.autograd.grad(out, (q, k, v), dout, retain_graph=True). Inputs are the shared BSHD tensors seen as BHSD views
+(no copies), GQA through enable_gqa=True. When torch refuses a forced backend it only says "No available kernel";
+its warnings say why, so they are kept as the reason."""
+
+from __future__ import annotations
+
+import warnings
+
+from frost.bench.backends.base import Backend, Prepared, first_rule
+from frost.bench.cases import Case
+
+RULES = (
+    (lambda c: c.sink, "no learnable sink in torch SDPA"),
+    (lambda c: c.window is not None, "no sliding window in torch SDPA (only a dense attn_mask)"),
+    (lambda c: c.head_dim != c.head_dim_v, "torch SDPA needs Dqk == Dv"),
+    (lambda c: c.causal and c.seq_q != c.seq_kv, "torch SDPA causal is top-left only for Sq != Skv"),
+)
+
+
+class TorchSdpaBackend(Backend):
+    def __init__(self, kind: str, same_class: bool):
+        self.kind = kind                                   # SDPBackend member name
+        self.name = "torch-" + {"FLASH_ATTENTION": "flash", "CUDNN_ATTENTION": "cudnn",
+                                "EFFICIENT_ATTENTION": "efficient"}[kind]
+        self.same_class = same_class
+
+    def declines(self, c: Case) -> str | None:
+        return first_rule(c, RULES)
+
+    def prepare(self, c: Case, sets: list, scale: float) -> Prepared:
+        import torch
+
+        graphs = [self._forward(c, s, scale) for s in sets]
+
+        def run(i: int):
+            out, leaves, dout = graphs[i]
+            return torch.autograd.grad(out, leaves, dout, retain_graph=True)
+
+        return Prepared(run)
+
+    def _forward(self, c: Case, s, scale: float):
+        import torch.nn.functional as F
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        leaves = tuple(t.detach().requires_grad_() for t in (s.q, s.k, s.v))     # same storage as the shared set
+        q, k, v = (t.transpose(1, 2) for t in leaves)
+        kwargs = {"enable_gqa": True} if c.gqa else {}
+        with warnings.catch_warnings(record=True) as caught, sdpa_kernel(getattr(SDPBackend, self.kind)):
+            warnings.simplefilter("always")
+            try:
+                out = F.scaled_dot_product_attention(q, k, v, is_causal=c.causal, scale=scale, **kwargs)
+            except RuntimeError as exc:
+                why = "; ".join(dict.fromkeys(str(w.message).split(" (Triggered internally")[0].strip()
+                                              for w in caught))
+                raise RuntimeError(f"{str(exc).splitlines()[0]} ({why})" if why else str(exc)) from None
+        return out, leaves, s.dout.transpose(1, 2)
+

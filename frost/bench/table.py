@@ -1,0 +1,59 @@
+"""Plain-text rendering of a Report: one row per (case, backend), then a per-case summary and the ceiling."""
+
+from __future__ import annotations
+
+from frost.bench.report import Report, Result, ratio, summary
+
+
+def _fmt(x: float | None, spec: str, none: str = "-") -> str:
+    return none if x is None else format(x, spec)
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    line = "  ".join("-" * w for w in widths)
+    fmt = [("  ".join(c.ljust(w) for c, w in zip(r, widths))).rstrip() for r in [header, *rows]]
+    return "\n".join([fmt[0], line, *fmt[1:]])
+
+
+def _result_row(r: Result, frost: Result | None) -> list[str]:
+    if not r.ok:
+        return [r.case, r.backend, r.detail, r.status, "", "", r.note]
+    rel = "" if r.backend == "frost" else _fmt(ratio(frost, r), ".2f")
+    return [r.case, r.backend, r.detail, f"{r.ms:.3f}", f"{r.tflops:.1f}", rel, r.note]
+
+
+def results_table(report: Report) -> str:
+    rows = []
+    for c in report.cases:
+        case_rows = report.rows(c["name"])
+        frost = next((r for r in case_rows if r.backend == "frost"), None)
+        rows += [_result_row(r, frost) for r in case_rows]
+    return _grid(["case", "backend", "engine", "ms", "TFLOP/s", "frost/peer", "note"], rows)
+
+
+def summary_table(report: Report) -> str:
+    rows = [[s["case"], _fmt(s["frost_tflops"], ".1f"), s["best_peer"] or "-", _fmt(s["vs_best"], ".2f"),
+             s["best_same_class"] or "-", _fmt(s["vs_best_same_class"], ".2f"), _fmt(s["of_ceiling"], ".0%")]
+            for s in summary(report)]
+    return _grid(["case", "frost TFLOP/s", "best peer", "frost/best", "best same-class", "frost/same-class",
+                  "of mma ceiling"], rows)
+
+
+def ceiling_table(report: Report) -> str:
+    ceiling = report.ceiling
+    if not ceiling:
+        return "mma.sync ceiling: not measured (frost bench --ceiling)"
+    if ceiling.get("error"):
+        return f"mma.sync ceiling: n/a ({ceiling['error']})"
+    rows = [[p["dtype"], str(p["ctas_per_sm"]), str(p["grid"]), f"{p['ms']:.3f}", f"{p['tflops']:.1f}"]
+            for p in ceiling.get("points", [])]
+    return "mma.sync m16n8k16 ceiling (registers only, fp32 accumulate)\n" + _grid(
+        ["dtype", "CTAs/SM", "grid", "ms", "TFLOP/s"], rows)
+
+
+def render(report: Report) -> str:
+    meta = report.meta
+    head = (f"frost bench: suite {meta.get('suite')}, {meta.get('dtype')}, {meta.get('device', '?')}; "
+            "TFLOP/s = backward FLOPs (2.5 x forward, see frost.bench.flops) / median time")
+    return "\n\n".join([head, results_table(report), summary_table(report), ceiling_table(report)])

@@ -1,0 +1,80 @@
+"""`frost bench`: frost's attention backward vs its peers (torch SDPA flash/cudnn/efficient, FA4's SM120 kernels),
+in one process on the same tensors; prints a table and writes JSON + PNG under --out. `--ceiling` adds the
+mma.sync throughput microbenchmark; `--render FILE.json` redraws the table and chart of a saved run (no GPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bench", help="benchmark the attention backward against peers (GPU)")
+    p.add_argument("--suite", choices=("issue7", "quick", "none"), default="issue7")
+    p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    p.add_argument("--out", default="docs/bench", help="folder for the JSON, text table and PNG (created)")
+    p.add_argument("--cases", help="only cases whose name contains one of these comma-separated words")
+    p.add_argument("--backends", help="comma-separated subset: frost,torch-flash,torch-cudnn,torch-efficient,fa4")
+    p.add_argument("--ceiling", action="store_true", help="also measure the mma.sync m16n8k16 ceiling")
+    p.add_argument("--iters", type=int, default=20, help="timed calls per row (fewer when a call is slow)")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--budget-s", type=float, default=0.0,
+                   help="stop starting new rows after this many seconds (they are reported as skipped)")
+    p.add_argument("--render", metavar="JSON", help="only re-render the table and chart of a saved run")
+    p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
+                   help="cpu: a smoke run of the harness (wall clock, frost's reference engine), not a benchmark")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.render:
+        from frost.bench.report import Report
+
+        with open(args.render, encoding="utf-8") as fh:
+            report = Report.from_dict(json.load(fh))
+        return _finish(report, os.path.splitext(args.render)[0])
+    return _measure(args)
+
+
+def _measure(args) -> int:
+    import torch
+
+    from frost.bench import backends, cases, ceiling, environment, runner
+    from frost.bench.report import Report
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("frost bench: needs a CUDA GPU (use --render FILE.json to redraw a saved run)", file=sys.stderr)
+        return 2
+    chosen = backends.select(args.backends)
+    selected = cases.select(args.suite, args.cases)
+    dtype = runner.TORCH_DTYPES[args.dtype]
+    os.makedirs(args.out, exist_ok=True)
+    stem = os.path.join(args.out, f"bench_{args.suite}_{args.dtype}")
+    report = Report(meta=environment.meta(args.suite, dtype))
+    opts = runner.Options(dtype=dtype, warmup=args.warmup, iters=args.iters, budget_s=args.budget_s,
+                          device=args.device)
+    runner.run(list(selected), chosen, opts, report, stem + ".json", log=lambda s: print(s, flush=True))
+    if args.ceiling:   # last: a failure here cannot poison the CUDA context the rows above were measured in
+        print("measuring the mma.sync ceiling ...", flush=True)
+        report.ceiling = ceiling.measure()
+    report.meta["env"] = environment.meta(args.suite, dtype)["env"]       # after FA4 set its variables
+    runner.write_json(report, stem + ".json")
+    return _finish(report, stem)
+
+
+def _finish(report, stem: str) -> int:
+    from frost.bench.chart import write_chart
+    from frost.bench.table import render
+
+    text = render(report)
+    with open(stem + ".txt", "w", encoding="utf-8") as fh:
+        fh.write(text + "\n")
+    try:
+        print(write_chart(report, stem + ".png"))
+    except Exception as exc:  # noqa: BLE001 -- the table and the JSON matter more than the picture
+        print(f"chart failed: {type(exc).__name__}: {exc}")
+    print(f"json: {stem}.json  table: {stem}.txt")
+    print()
+    print(text, flush=True)
+    return 0

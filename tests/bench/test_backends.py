@@ -1,0 +1,52 @@
+"""Which backend applies to which case is decided from case facts alone (no GPU)."""
+
+import pytest
+
+from frost.bench import backends
+from frost.bench.backends.fa4 import Fa4Backend
+from frost.bench.cases import ISSUE7, case
+
+SINK = case("sink", 1, 8, 64, 64, hkv=2, causal=True, sink=True)
+WINDOW = case("swa", 1, 8, 64, 64, causal=True, window=16)
+GQA = case("gqa", 1, 8, 64, 128, hkv=2, causal=True)
+D256 = case("d256", 1, 2, 64, 256, causal=True)
+
+
+def by_name():
+    return {b.name: b for b in backends.all_backends()}
+
+
+def test_frost_applies_to_every_issue7_case():
+    assert all(by_name()["frost"].applies(c) for c in ISSUE7)
+
+
+@pytest.mark.parametrize("name", ["torch-flash", "torch-cudnn", "torch-efficient"])
+def test_torch_sdpa_declines_sink_and_window_but_takes_gqa(name):
+    b = by_name()[name]
+    assert "sink" in b.declines(SINK)
+    assert "window" in b.declines(WINDOW)
+    assert b.applies(GQA) and b.applies(D256)
+
+
+def test_fa4_sm120_declines_sink_only(monkeypatch):
+    monkeypatch.delenv("FLASH_ATTENTION_ARCH", raising=False)
+    fa4 = Fa4Backend()
+    assert "sink" in fa4.declines(SINK)
+    assert fa4.applies(WINDOW) and fa4.applies(GQA) and fa4.applies(D256)
+
+
+def test_fa4_other_arch_takes_sink(monkeypatch):
+    monkeypatch.setenv("FLASH_ATTENTION_ARCH", "sm_90")
+    assert Fa4Backend().applies(SINK)
+
+
+def test_same_class_marks():
+    marks = {n: b.same_class for n, b in by_name().items()}
+    assert marks == {"frost": True, "torch-flash": True, "torch-cudnn": False, "torch-efficient": True, "fa4": True}
+
+
+def test_select():
+    assert [b.name for b in backends.select("fa4,frost")] == ["fa4", "frost"]
+    assert len(backends.select(None)) == 5
+    with pytest.raises(ValueError, match="unknown backend"):
+        backends.select("frost,fa3")

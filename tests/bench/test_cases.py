@@ -1,0 +1,45 @@
+"""The suites hold exactly the shapes issue 7 judges frost on."""
+
+import pytest
+
+from frost.bench.cases import ISSUE7, QUICK, Case, case, select
+
+
+def shape(c):
+    return (c.batch, c.heads_q, c.heads_kv, c.seq_q, c.head_dim, c.causal, c.window, c.sink)
+
+
+def test_issue7_shapes():
+    assert {shape(c) for c in ISSUE7} == {
+        (4, 16, 16, 4096, 64, False, None, False), (4, 16, 16, 4096, 64, True, None, False),
+        (4, 16, 16, 4096, 128, False, None, False), (4, 16, 16, 4096, 128, True, None, False),
+        (2, 32, 8, 4096, 128, True, None, False),
+        (2, 64, 8, 4096, 64, True, None, False), (2, 64, 8, 4096, 64, True, None, True),
+        (2, 64, 8, 4096, 64, True, 128, True),
+        (2, 16, 16, 4096, 192, True, None, False), (2, 16, 16, 4096, 256, True, None, False),
+        (1, 16, 16, 16384, 128, True, None, False), (16, 16, 16, 1024, 64, False, None, False)}
+    assert len({c.name for c in ISSUE7}) == len(ISSUE7)
+
+
+def test_quick_is_two_small_cases():
+    assert len(QUICK) == 2
+    assert all(c.batch * c.heads_q * c.seq_q <= 32 * 1024 for c in QUICK)
+
+
+def test_band():
+    assert case("n", 1, 1, 8, 8).band == (None, None)
+    assert case("c", 1, 1, 8, 8, causal=True).band == (None, 0)
+    assert case("w", 1, 1, 8, 8, causal=True, window=128).band == (127, 0)
+
+
+def test_invalid_cases_raise():
+    with pytest.raises(ValueError):
+        case("bad-gqa", 1, 6, 8, 8, hkv=4)
+    with pytest.raises(ValueError):
+        Case("window-without-causal", 1, 1, 1, 8, 8, 8, 8, window=4)
+
+
+def test_select_filters_by_name_words():
+    names = [c.name for c in select("issue7", "gptoss,s1k")]
+    assert names == ["gptoss-causal", "gptoss-causal-sink", "gptoss-swa128-sink", "s1k-d64"]
+    assert select("none") == ()

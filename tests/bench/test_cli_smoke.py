@@ -1,0 +1,35 @@
+"""`frost bench` end to end on the CPU (the harness, not a benchmark): frost's functional API on its reference
+engine and torch's CPU flash kernel on tiny cases, then `--render` of the saved JSON."""
+
+import json
+
+import pytest
+
+from frost.bench import cases
+from frost.cli import main
+
+pytest.importorskip("torch")
+
+TINY = (cases.case("tiny-gqa-causal", 1, 4, 32, 16, hkv=2, causal=True),
+        cases.case("tiny-swa-sink", 1, 4, 32, 16, hkv=2, causal=True, window=8, sink=True))
+
+
+def test_bench_cpu_smoke_and_render(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(cases.SUITES, "quick", TINY)
+    out = tmp_path / "bench"
+    rc = main(["bench", "--suite", "quick", "--device", "cpu", "--out", str(out), "--iters", "2", "--warmup", "1",
+               "--backends", "frost,torch-flash,fa4"])
+    assert rc == 0
+    saved = json.loads((out / "bench_quick_bf16.json").read_text())
+    rows = {(r["case"], r["backend"]): r for r in saved["results"]}
+    assert rows[("tiny-gqa-causal", "frost")]["status"] == "ok"
+    assert rows[("tiny-gqa-causal", "frost")]["detail"] == "reference"
+    assert rows[("tiny-gqa-causal", "torch-flash")]["status"] == "ok"
+    assert rows[("tiny-swa-sink", "frost")]["status"] == "ok"
+    assert rows[("tiny-swa-sink", "torch-flash")]["note"] == "no learnable sink in torch SDPA"
+    assert rows[("tiny-gqa-causal", "fa4")]["status"] == "n/a"
+    printed = capsys.readouterr().out
+    assert printed.rstrip().splitlines()[-1].startswith("mma.sync ceiling")     # the table comes last
+    (out / "bench_quick_bf16.txt").unlink()
+    assert main(["bench", "--render", str(out / "bench_quick_bf16.json")]) == 0
+    assert "tiny-swa-sink" in (out / "bench_quick_bf16.txt").read_text()

@@ -1,0 +1,73 @@
+"""Ratios, the summary, the printed table and the JSON round trip, from fake timings."""
+
+import json
+import sys
+
+import pytest
+
+from frost.bench.chart import write_chart
+from frost.bench.report import Report, best_peer, ratio, summary
+from frost.bench.table import render
+
+from .fakes import fake_report
+
+
+def test_ratio_is_frost_over_peer_and_none_when_either_missing():
+    r = fake_report()
+    rows = {x.backend: x for x in r.rows("a")}
+    assert ratio(rows["frost"], rows["torch-flash"]) == pytest.approx(1.5)
+    assert ratio(rows["frost"], rows["fa4"]) is None
+    assert ratio(None, rows["torch-flash"]) is None
+
+
+def test_best_peer_and_same_class():
+    rows = fake_report().rows("a")
+    assert best_peer(rows, same_class_only=False).backend == "torch-cudnn"
+    assert best_peer(rows, same_class_only=True).backend == "torch-flash"
+
+
+def test_summary():
+    a, b = summary(fake_report())
+    assert a["best_peer"] == "torch-cudnn" and a["vs_best"] == pytest.approx(0.75)
+    assert a["best_same_class"] == "torch-flash" and a["vs_best_same_class"] == pytest.approx(1.5)
+    assert a["of_ceiling"] == pytest.approx(0.5)                 # best bf16 ceiling point: 600
+    assert b["best_peer"] is None and b["vs_best"] is None and b["frost_tflops"] == 100.0
+
+
+def test_table_shows_every_row_engine_and_na_reasons():
+    text = render(fake_report())
+    lines = text.splitlines()
+    row = next(ln for ln in lines if ln.startswith("a ") and "torch-flash" in ln)
+    assert "200.0" in row and "1.50" in row
+    assert any("cute_sm120" in ln for ln in lines) and any("reference" in ln for ln in lines)
+    assert "ImportError: no flash_attn" in text and "no learnable sink" in text
+    assert "600.0" in text and "50%" in text                    # ceiling table and % of ceiling
+
+
+def test_table_without_ceiling_says_so():
+    r = fake_report()
+    r.ceiling = {}
+    assert "not measured" in render(r)
+    r.ceiling = {"error": "RuntimeError: no GPU"}
+    assert "n/a (RuntimeError: no GPU)" in render(r)
+
+
+def test_json_round_trip():
+    r = fake_report()
+    d = json.loads(json.dumps(r.to_dict()))
+    assert d["summary"][0]["case"] == "a"
+    back = Report.from_dict(d)
+    assert back.results == r.results and back.ceiling == r.ceiling and render(back) == render(r)
+
+
+def test_chart_skipped_without_matplotlib(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    msg = write_chart(fake_report(), str(tmp_path / "x.png"))
+    assert msg.startswith("chart skipped: matplotlib is not installed")
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_chart_written_when_matplotlib_present(tmp_path):
+    pytest.importorskip("matplotlib")
+    assert write_chart(fake_report(), str(tmp_path / "x.png")).startswith("chart written")
+    assert (tmp_path / "x.png").stat().st_size > 1000

@@ -1,0 +1,57 @@
+"""Iteration planning, L2 rotation and the shared inputs (CPU)."""
+
+import math
+
+import pytest
+
+from frost.bench import inputs, timing
+from frost.bench.cases import case
+
+
+def test_plan_iters_bounds():
+    assert timing.plan_iters(1.0, 20, 10.0) == 20
+    assert timing.plan_iters(4000.0, 20, 10.0) == 3
+    assert timing.plan_iters(1000.0, 20, 10.0) == 10
+
+
+def test_median_on_wall_clock_calls_every_set():
+    seen = []
+    t = timing.median_ms(seen.append, 3, warmup=2, iters=6, device="cpu")
+    assert t.calls == 6 and t.ms >= 0 and t.first_s >= 0
+    assert seen[:2] == [0, 1] and set(seen[3:]) == {0, 1, 2}
+
+
+def test_rotation_only_when_a_set_fits_in_l2():
+    l2 = 50 << 20
+    assert inputs.rotation_count(200 << 20, l2) == 1
+    assert inputs.rotation_count(20 << 20, l2) == 1 + math.ceil(50 / 20)
+    assert inputs.rotation_count(1 << 10, l2) == inputs.ROTATION_CAP
+
+
+def test_set_bytes_counts_inputs_outputs_and_lse():
+    c = case("x", 2, 4, 8, 16, hkv=2)
+    q, kv = 2 * 8 * 4 * 16, 2 * 8 * 2 * 16
+    assert inputs.set_bytes(c, 2) == (4 * q + 4 * kv) * 2 + 2 * 8 * 4 * 4
+
+
+def naive(c, s):
+    torch = pytest.importorskip("torch")
+    g = c.heads_q // c.heads_kv
+    k, v = (t.float().repeat_interleave(g, dim=2) for t in (s.k, s.v))
+    scores = torch.einsum("bihd,bjhd->bhij", s.q.float(), k) * inputs.softmax_scale(c)
+    scores = scores.masked_fill(~inputs.keep_mask(c, "cpu"), float("-inf"))
+    cols = [scores] + ([s.sink[None, :, None, None].expand(*scores.shape[:3], 1)] if c.sink else [])
+    full = torch.cat(cols, dim=-1)
+    p = torch.softmax(full, dim=-1)[..., : c.seq_kv]
+    return torch.einsum("bhij,bjhd->bihd", p, v), full.logsumexp(-1)
+
+
+@pytest.mark.parametrize("c", [case("swa-sink", 2, 4, 48, 16, hkv=2, causal=True, window=8, sink=True),
+                               case("causal", 1, 2, 40, 8, causal=True)])
+def test_reference_forward_matches_naive(c):
+    torch = pytest.importorskip("torch")
+    s = inputs.make_sets(c, torch.bfloat16, "cpu", 1)[0]
+    out, lse = naive(c, s)
+    assert torch.allclose(s.lse, lse, atol=1e-5)
+    assert torch.allclose(s.out.float(), out, atol=2e-2)
+    assert s.dout.abs().sum() > 0 and s.q.abs().sum() > 0            # never zeros
