@@ -1,0 +1,120 @@
+"""Backward TFLOP/s of frost's kernels vs torch SDPA's flash backend (FA2), same process, same inputs.
+
+    python3 benchmarks/bench_kernels.py [--dtype bfloat16] [--iters 20] [--variants d64_n64m64,...]
+
+B=4, H=16, S=4096, D=64/128, causal and not. Inputs are transposed views of BSHD memory (the layout both
+consume without copies). Backward FLOPs = 2.5 x forward, forward = 4*B*H*Sq*Skv*D, halved for causal.
+Times: CUDA events around each call after warm-up, median. --variants also times tile configs from
+bench_variants.py (tuning only)."""
+
+import argparse
+import math
+import os
+import statistics
+import sys
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def _time(fn, iters: int, warmup: int = 3) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+class Case:
+    def __init__(self, b, h, s, d, causal, dtype):
+        self.b, self.h, self.s, self.d, self.causal, self.dtype = b, h, s, d, causal, dtype
+
+        def bshd():
+            return torch.randn((b, s, h, d), device="cuda", dtype=dtype).transpose(1, 2)
+
+        self.q, self.k, self.v, self.do = bshd(), bshd(), bshd(), bshd()
+        self.scale = 1 / math.sqrt(d)
+        self.qg, self.kg, self.vg = (t.clone().requires_grad_() for t in (self.q, self.k, self.v))
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            self.out = F.scaled_dot_product_attention(self.qg, self.kg, self.vg, is_causal=causal, scale=self.scale)
+        # LSE of the same forward, from the flash op itself (natural log, fp32)
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention(self.q, self.k, self.v, is_causal=causal,
+                                                                    scale=self.scale)[:2]
+        self.o, self.lse = o, lse[..., :s]
+        self.flops = 2.5 * 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+
+    def torch_grads(self):
+        return torch.autograd.grad(self.out, (self.qg, self.kg, self.vg), self.do, retain_graph=True)
+
+    def time_torch(self, iters):
+        return _time(self.torch_grads, iters)
+
+    def frost_fn(self, tile=None):
+        from frost.kernels import choose_config, detect_arch, workspace_regions
+        from frost.kernels.api import CompiledBackward
+
+        name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
+        cfg = choose_config(name, self.d, self.d, self.causal, "top_left", detect_arch())
+        if tile is not None:
+            from frost.kernels.compile import compile_kernels
+
+            bwd = CompiledBackward.__new__(CompiledBackward)
+            bwd.cfg, bwd.kernels = cfg, compile_kernels(cfg.kernel_key, tile=tile)
+        else:
+            bwd = CompiledBackward(cfg)
+        ws = {n: torch.empty(x, dtype=torch.uint8, device="cuda")
+              for n, x in workspace_regions(cfg, self.b, self.h, self.s, self.s)}
+        grads = tuple(torch.empty_like(t) for t in (self.q, self.k, self.v))
+
+        def run():
+            bwd(self.q, self.k, self.v, self.o, self.do, self.lse, *grads, scale=self.scale, workspace=ws)
+            return grads
+
+        return run
+
+    def max_diff(self, fn):
+        ref = self.torch_grads()
+        got = fn()
+        return max((a.float() - r.float()).abs().max().item() for a, r in zip(got, ref))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--variants", default="", help="comma-separated names from bench_variants.VARIANTS")
+    args = ap.parse_args()
+    dtype = getattr(torch, args.dtype)
+    variants = {}
+    if args.variants:
+        from bench_variants import VARIANTS
+
+        variants = {n: VARIANTS[n] for n in args.variants.split(",")}
+    print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
+    print(f"{'B':>2} {'H':>3} {'S':>5} {'D':>4} {'causal':>6} {'config':>18} | {'FA2 TF/s':>9} {'frost TF/s':>10} | "
+          f"{'FA2 ms':>7} {'frost ms':>8} | {'ratio':>6} | max|frost-FA2|")
+    for d in (64, 128):
+        for causal in (False, True):
+            case = Case(4, 16, 4096, d, causal, dtype)
+            t_t = case.time_torch(args.iters)
+            runs = [("default", None)] + [(n, t) for n, t in variants.items() if t.head_dim_pad == d]
+            for name, tile in runs:
+                fn = case.frost_fn(tile)
+                t_f = _time(fn, args.iters)
+                diff = case.max_diff(fn)
+                tf_t, tf_f = case.flops / t_t / 1e9, case.flops / t_f / 1e9
+                print(f"{4:>2} {16:>3} {4096:>5} {d:>4} {str(causal):>6} {name:>18} | {tf_t:9.1f} {tf_f:10.1f} | "
+                      f"{t_t:7.3f} {t_f:8.3f} | {tf_f / tf_t:5.2f}x | {diff:.2e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,14 @@
+"""Tile-config variants for tuning runs of bench_kernels.py (--variants); not used by the engine."""
+
+from frost.kernels.tiles import TileConfig
+
+VARIANTS = {
+    "d64_n64m64_b2": TileConfig(64, 64, 64, 2, 2, False, 64, min_blocks=2),
+    "d64_n128m32": TileConfig(64, 128, 32, 2, 2, False, 64),
+    "d128_n128m32": TileConfig(128, 128, 32, 2, 1, False, 64),
+    "d128_n128m32_c128": TileConfig(128, 128, 32, 2, 1, False, 128),
+    "d128_n64m32_c128": TileConfig(128, 64, 32, 2, 2, False, 128),
+    "d128_2p_n64m64_b2": TileConfig(128, 64, 64, 2, 1, True, 64, min_blocks=2),
+    "d128_n64m64_q2d1": TileConfig(128, 64, 64, 2, 1, False, 64),
+    "d128_2p_n64m32_b3": TileConfig(128, 64, 32, 2, 2, True, 64, min_blocks=3),
+}

@@ -1,0 +1,385 @@
+"""The fused attention-backward main kernel (FlashAttention-2 style, KV-stationary).
+
+One CTA owns a KV tile (``n_block`` keys) of one (batch, head) and walks the query tiles that can see it. Per query
+tile it recomputes P^T = exp2(S^T * scale * log2e - LSE * log2e) from K, Q and the LSE (no max or sum), then runs
+the five GEMMs on mma.sync m16n8k16 with ldmatrix operands:
+
+    S^T  = K . Q^T          (A = K,        B = Q)
+    dP^T = V . dO^T         (A = V,        B = dO)
+    dS^T = P^T o (dP^T - delta)
+    dV  += P^T . dO         (A = P^T from registers, B = dO^T via ldmatrix.trans)
+    dK  += dS^T . Q         (A = dS^T from registers, B = Q^T via ldmatrix.trans)
+    dQ   = dS . K           (A = dS via shared memory + ldmatrix.trans, B = K^T via ldmatrix.trans)
+
+Each warp owns 16 whole key rows of S^T, so P^T and dS^T never leave registers for dV and dK. dK and dV stay in
+fp32 registers for the whole walk and are written once; dQ is added into an fp32 accumulator with red.global.add.v2
+(rows padded to 128 in the workspace, so the adds need no predicate). Large head dims walk the query tiles twice
+(pass 1: dV; pass 2: dK and dQ) so that only one of the two big accumulators is live.
+
+Loads are cp.async (16 B per thread), with Q (+ LSE, delta) and dO double-buffered where shared memory allows;
+a single-buffered operand is refilled right after the mid-step barrier, overlapping the dQ GEMM. Everything outside
+the logical tensor (rows past the sequence, columns past the head dim) is zero-filled in shared memory.
+
+Batch, heads, sequence lengths, logical head dims, strides, the scale and the mask offset are runtime values; the
+compiled code depends only on the dtype and the tile config (see tiles.py).
+"""
+
+
+from types import SimpleNamespace
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Int64
+from cutlass.cute.nvgpu import cpasync, warp
+
+from frost.kernels import cute_utils as cu
+from frost.kernels.mask import AttentionMask
+from frost.kernels.tiles import TileConfig
+
+
+class BwdMainKernel:
+    def __init__(self, dtype, tile: TileConfig):
+        tile.check()
+        self.dtype = dtype
+        self.tile = tile
+        self.N, self.M, self.D = tile.n_block, tile.m_block, tile.head_dim_pad
+        self.num_threads = tile.num_threads
+        # (does dV, does dK + dQ) per walk over the query tiles
+        self.passes = ((True, False), (False, True)) if tile.two_pass else ((True, True),)
+        self.smem_bytes = None  # filled at trace time: the bytes the kernel allocates
+
+    # ------------------------------------------------------------------------------------------------ host side
+    @cute.jit
+    def __call__(self, pQ: cute.Pointer, pK: cute.Pointer, pV: cute.Pointer, pdO: cute.Pointer,
+                 pLSE2: cute.Pointer, pDelta: cute.Pointer, pdQacc: cute.Pointer, pdK: cute.Pointer,
+                 pdV: cute.Pointer, batch: Int32, heads: Int32, seqlen_q: Int32, seqlen_kv: Int32,
+                 seqlen_q_pad: Int32, head_dim: Int32, head_dim_v: Int32,
+                 q_sb: Int64, q_sh: Int64, q_ss: Int64, k_sb: Int64, k_sh: Int64, k_ss: Int64,
+                 v_sb: Int64, v_sh: Int64, v_ss: Int64, do_sb: Int64, do_sh: Int64, do_ss: Int64,
+                 dk_sb: Int64, dk_sh: Int64, dk_ss: Int64, dv_sb: Int64, dv_sh: Int64, dv_ss: Int64,
+                 scale: Float32, scale_log2: Float32, right_offset: Int32, stream: cuda.CUstream):
+        def bhsd(p, s, d, sb, sh, ss):
+            stride = (cute.assume(sb, divby=8), cute.assume(sh, divby=8), cute.assume(ss, divby=8), 1)
+            return cute.make_tensor(p, cute.make_layout((batch, heads, s, d), stride=stride))
+
+        sqp = cute.assume(seqlen_q_pad, divby=128)
+        row_stride = cute.assume(Int64(sqp), divby=128)
+        mQ = bhsd(pQ, seqlen_q, head_dim, q_sb, q_sh, q_ss)
+        mK = bhsd(pK, seqlen_kv, head_dim, k_sb, k_sh, k_ss)
+        mV = bhsd(pV, seqlen_kv, head_dim_v, v_sb, v_sh, v_ss)
+        mdO = bhsd(pdO, seqlen_q, head_dim_v, do_sb, do_sh, do_ss)
+        mdK = bhsd(pdK, seqlen_kv, head_dim, dk_sb, dk_sh, dk_ss)
+        mdV = bhsd(pdV, seqlen_kv, head_dim_v, dv_sb, dv_sh, dv_ss)
+        vec_layout = cute.make_layout((batch, heads, sqp),
+                                      stride=(cute.assume(row_stride * heads, divby=128), row_stride, 1))
+        mLSE2 = cute.make_tensor(pLSE2, vec_layout)
+        mDelta = cute.make_tensor(pDelta, vec_layout)
+        acc_rs = cute.assume(row_stride * self.D, divby=128)
+        mdQacc = cute.make_tensor(pdQacc, cute.make_layout(
+            (batch, heads, sqp, self.D), stride=(cute.assume(acc_rs * heads, divby=128), acc_rs, self.D, 1)))
+
+        smem = self._smem_layouts()
+        storage_cls = self._storage_cls(smem)
+        self.smem_bytes = storage_cls.size_in_bytes()
+        grid = (cute.ceil_div(seqlen_kv, self.N), heads, batch)
+        self.kernel(mQ, mK, mV, mdO, mLSE2, mDelta, mdQacc, mdK, mdV, scale, scale_log2, right_offset,
+                    storage_cls).launch(grid=grid, block=[self.num_threads, 1, 1], stream=stream,
+                                        min_blocks_per_mp=self.tile.min_blocks, preferred_smem_carveout=100)
+
+    def _smem_layouts(self):
+        t, N, M, D = self.tile, self.N, self.M, self.D
+        return SimpleNamespace(
+            K=cu.smem_tile_layout(N, D), V=cu.smem_tile_layout(N, D),
+            Q=cu.smem_tile_layout(M, D, t.q_stages), dO=cu.smem_tile_layout(M, D, t.do_stages),
+            dSt=cu.smem_tile_layout(N, M))
+
+    def _storage_cls(self, smem):
+        t, M, dt = self.tile, self.M, self.dtype
+
+        def buf(dtype, n, align=1024):
+            return cute.struct.Align[cute.struct.MemRange[dtype, n], align]
+
+        @cute.struct
+        class Storage:
+            sK: buf(dt, cute.cosize(smem.K))
+            sV: buf(dt, cute.cosize(smem.V))
+            sQ: buf(dt, cute.cosize(smem.Q))
+            sdO: buf(dt, cute.cosize(smem.dO))
+            sdSt: buf(dt, cute.cosize(smem.dSt))
+            sLSE2: buf(Float32, M * t.q_stages, 128)
+            sDelta: buf(Float32, M * t.q_stages, 128)
+
+        return Storage
+
+    def _tiled_mmas(self):
+        op = warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16))
+        w = self.tile.num_warps
+        wm, wd = self.tile.dq_warps
+        # S^T, dP^T, dV and dK share one warp layout (warps along key rows): that is what lets P^T and dS^T be
+        # reused from the accumulator registers as A operands.
+        kv = cute.make_tiled_mma(op, (w, 1, 1), permutation_mnk=(w * 16, 16, 16))
+        dq = cute.make_tiled_mma(op, (wm, wd, 1), permutation_mnk=(wm * 16, wd * 16, 16))
+        return SimpleNamespace(kv=kv, dq=dq)
+
+    # ------------------------------------------------------------------------------------------------ the kernel
+    @cute.kernel
+    def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mdO: cute.Tensor, mLSE2: cute.Tensor,
+               mDelta: cute.Tensor, mdQacc: cute.Tensor, mdK: cute.Tensor, mdV: cute.Tensor, scale: Float32,
+               scale_log2: Float32, right_offset: Int32, storage_cls: cutlass.Constexpr):
+        tidx, _, _ = cute.arch.thread_idx()
+        n_block, head, batch = cute.arch.block_idx()
+        seqlen_q, seqlen_kv = mQ.shape[2], mK.shape[2]
+        mask = AttentionMask(seqlen_q, seqlen_kv, right_offset)
+        g = self._gmem_views(mQ, mK, mV, mdO, mLSE2, mDelta, mdQacc, mdK, mdV, batch, head, n_block)
+        s = self._smem_tensors(self._smem_layouts(), storage_cls)
+        ld = self._loaders(g, s, tidx, mQ.shape[3], mV.shape[3], seqlen_q, seqlen_kv)
+        mm = self._mma_operands(self._tiled_mmas(), s, tidx)
+
+        m_begin = mask.m_block_begin(n_block, self.N, self.M)
+        m_end = mask.m_block_end(self.M)
+        cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, seqlen_kv, ld.head_dim)
+        for p in cutlass.range_constexpr(len(self.passes)):
+            do_dv, do_dk = self.passes[p]
+            if cutlass.const_expr(do_dk):
+                cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, seqlen_kv, ld.head_dim_v)
+            if m_begin < m_end:
+                self._load_q(ld, m_begin, 0, do_dk)
+                self._load_do(ld, m_begin, 0)
+            cute.arch.cp_async_commit_group()
+            acc = self._make_acc(mm, do_dv, do_dk)
+            for m_block in cutlass.range(m_begin, m_end, 1):
+                self._walk_step(ld, mm, mask, acc, m_block, m_begin, m_end, n_block, scale_log2, do_dv, do_dk)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            self._store_dkv(mm, acc, g, tidx, seqlen_kv, ld, scale, do_dv, do_dk)
+
+    # ------------------------------------------------------------------------------------------------ setup helpers
+    @cute.jit
+    def _gmem_views(self, mQ, mK, mV, mdO, mLSE2, mDelta, mdQacc, mdK, mdV, batch, head, n_block):
+        N, M, D = self.N, self.M, self.D
+        head_kv = head  # GQA (next issue): head // (heads_q // heads_kv)
+        q_bh, do_bh = mQ[batch, head, None, None], mdO[batch, head, None, None]
+        k_bh, v_bh = mK[batch, head_kv, None, None], mV[batch, head_kv, None, None]
+        return SimpleNamespace(
+            gQ=cute.local_tile(q_bh, (M, D), (None, 0)),
+            cQ=cute.local_tile(cute.make_identity_tensor(q_bh.shape), (M, D), (None, 0)),
+            gdO=cute.local_tile(do_bh, (M, D), (None, 0)),
+            cdO=cute.local_tile(cute.make_identity_tensor(do_bh.shape), (M, D), (None, 0)),
+            gK=cute.local_tile(k_bh, (N, D), (n_block, 0)),
+            cK=cute.local_tile(cute.make_identity_tensor(k_bh.shape), (N, D), (n_block, 0)),
+            gV=cute.local_tile(v_bh, (N, D), (n_block, 0)),
+            cV=cute.local_tile(cute.make_identity_tensor(v_bh.shape), (N, D), (n_block, 0)),
+            gLSE2=cute.local_tile(mLSE2[batch, head, None], (M,), (None,)),
+            gDelta=cute.local_tile(mDelta[batch, head, None], (M,), (None,)),
+            gdQacc=cute.local_tile(mdQacc[batch, head, None, None], (M, D), (None, 0)),
+            gdK=cute.local_tile(mdK[batch, head_kv, None, None], (N, D), (n_block, 0)),
+            gdV=cute.local_tile(mdV[batch, head_kv, None, None], (N, D), (n_block, 0)),
+            cdKV=cute.local_tile(cute.make_identity_tensor(k_bh.shape), (N, D), (n_block, 0)))
+
+    @cute.jit
+    def _smem_tensors(self, smem: cutlass.Constexpr, storage_cls: cutlass.Constexpr):
+        t, N, M, D = self.tile, self.N, self.M, self.D
+        st = cutlass.memory.SmemAllocator().allocate(storage_cls)
+        sQ, sdO = st.sQ.get_tensor(smem.Q), st.sdO.get_tensor(smem.dO)
+        sK, sdSt = st.sK.get_tensor(smem.K), st.sdSt.get_tensor(smem.dSt)
+        # LSE/delta broadcast along the key rows of S^T: (N, M, stages) with stride 0 on the keys
+        vec = cute.make_layout((N, M, t.q_stages), stride=(0, 1, M))
+        return SimpleNamespace(
+            Q=sQ, dO=sdO, K=sK, V=st.sV.get_tensor(smem.V), dSt=sdSt,
+            LSE2=st.sLSE2.get_tensor(cute.make_layout((M, t.q_stages))),
+            Delta=st.sDelta.get_tensor(cute.make_layout((M, t.q_stages))),
+            LSE2_b=st.sLSE2.get_tensor(vec), Delta_b=st.sDelta.get_tensor(vec),
+            Qt=cu.transpose_view(sQ, M, D, t.q_stages), dOt=cu.transpose_view(sdO, M, D, t.do_stages),
+            Kt=cu.transpose_view(sK, N, D), dS=cu.transpose_view(sdSt, N, M))
+
+    @cute.jit
+    def _loaders(self, g, s, tidx, head_dim, head_dim_v, seqlen_q, seqlen_kv):
+        copy = cu.make_gmem_copy(self.dtype, self.num_threads, self.D)
+        thr = copy.get_slice(tidx)
+        vec_atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
+        vec_copy = cute.make_tiled_copy_tv(vec_atom, cute.make_layout(self.M // 4), cute.make_layout(4))
+        vthr = vec_copy.get_slice(tidx % (self.M // 4))
+        return SimpleNamespace(
+            copy=copy, vec_copy=vec_copy, tidx=tidx, head_dim=head_dim, head_dim_v=head_dim_v,
+            seqlen_q=seqlen_q, gdQacc=g.gdQacc,
+            tQgQ=thr.partition_S(g.gQ), tQsQ=thr.partition_D(s.Q), tQcQ=thr.partition_S(g.cQ),
+            tdOgdO=thr.partition_S(g.gdO), tdOsdO=thr.partition_D(s.dO), tdOcdO=thr.partition_S(g.cdO),
+            tKgK=thr.partition_S(g.gK), tKsK=thr.partition_D(s.K), tKcK=thr.partition_S(g.cK),
+            tVgV=thr.partition_S(g.gV), tVsV=thr.partition_D(s.V), tVcV=thr.partition_S(g.cV),
+            tLgL=vthr.partition_S(g.gLSE2), tLsL=vthr.partition_D(s.LSE2),
+            tDgD=vthr.partition_S(g.gDelta), tDsD=vthr.partition_D(s.Delta))
+
+    @cute.jit
+    def _mma_operands(self, mmas: cutlass.Constexpr, s, tidx):
+        kv, dq = mmas.kv, mmas.dq
+        ldsm = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=False, num_matrices=4), self.dtype)
+        ldsm_t = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=True, num_matrices=4), self.dtype)
+        thr_kv, thr_dq = kv.get_slice(tidx), dq.get_slice(tidx)
+        cA = cute.make_tiled_copy_A(ldsm, kv).get_slice(tidx)
+        cB = cute.make_tiled_copy_B(ldsm, kv).get_slice(tidx)
+        cBt = cute.make_tiled_copy_B(ldsm_t, kv).get_slice(tidx)
+        cAq = cute.make_tiled_copy_A(ldsm_t, dq).get_slice(tidx)
+        cBq = cute.make_tiled_copy_B(ldsm_t, dq).get_slice(tidx)
+        rK = thr_kv.make_fragment_A(thr_kv.partition_A(s.K))
+        rV = thr_kv.make_fragment_A(thr_kv.partition_A(s.V))
+        rQ = thr_kv.make_fragment_B(thr_kv.partition_B(s.Q[None, None, 0]))
+        rdO = thr_kv.make_fragment_B(thr_kv.partition_B(s.dO[None, None, 0]))
+        rQt = thr_kv.make_fragment_B(thr_kv.partition_B(s.Qt[None, None, 0]))
+        rdOt = thr_kv.make_fragment_B(thr_kv.partition_B(s.dOt[None, None, 0]))
+        rdS = thr_dq.make_fragment_A(thr_dq.partition_A(s.dS))
+        kt_chunk = cute.local_tile(s.Kt, (self.tile.dq_chunk, self.N), (0, 0))
+        rKt = thr_dq.make_fragment_B(thr_dq.partition_B(kt_chunk))
+        cS = cute.make_identity_tensor((self.N, self.M))
+        dS_store = cute.make_tiled_copy_C(
+            cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=32), kv).get_slice(tidx)
+        return SimpleNamespace(
+            kv=kv, dq=dq, thr_kv=thr_kv, thr_dq=thr_dq, cA=cA, cB=cB, cBt=cBt, cAq=cAq, cBq=cBq,
+            rK=rK, rK_v=cA.retile(rK), sK=cA.partition_S(s.K),
+            rV=rV, rV_v=cA.retile(rV), sV=cA.partition_S(s.V),
+            rQ=rQ, rQ_v=cB.retile(rQ), sQ=cB.partition_S(s.Q),
+            rdO=rdO, rdO_v=cB.retile(rdO), sdO=cB.partition_S(s.dO),
+            rQt=rQt, rQt_v=cBt.retile(rQt), sQt=cBt.partition_S(s.Qt),
+            rdOt=rdOt, rdOt_v=cBt.retile(rdOt), sdOt=cBt.partition_S(s.dOt),
+            rdS=rdS, rdS_v=cAq.retile(rdS), sdS=cAq.partition_S(s.dS),
+            rKt=rKt, rKt_v=cBq.retile(rKt), sKt=s.Kt,
+            dS_store=dS_store, sdSt_dst=dS_store.partition_D(s.dSt),
+            cS_mn=cu.acc_mn_view(thr_kv.partition_C(cS)),
+            sLSE2=s.LSE2_b, sDelta=s.Delta_b)
+
+    def _make_acc(self, mm, do_dv, do_dk):
+        shape = mm.thr_kv.partition_shape_C((self.N, self.D))
+        acc = SimpleNamespace(dV=None, dK=None)
+        if do_dv:
+            acc.dV = cute.make_rmem_tensor(shape, Float32)
+            acc.dV.fill(0.0)
+        if do_dk:
+            acc.dK = cute.make_rmem_tensor(shape, Float32)
+            acc.dK.fill(0.0)
+        return acc
+
+    # ------------------------------------------------------------------------------------------------ loads
+    @cute.jit
+    def _load_q(self, ld, m_block, stage, with_delta: cutlass.Constexpr):
+        cu.load_tile_zfill(ld.copy, ld.tQgQ[None, None, None, m_block], ld.tQsQ[None, None, None, stage],
+                           ld.tQcQ[None, None, None, m_block], ld.seqlen_q, ld.head_dim)
+        if ld.tidx < self.M // 4:
+            cute.copy(ld.vec_copy, ld.tLgL[None, None, m_block], ld.tLsL[None, None, stage])
+            if cutlass.const_expr(with_delta):
+                cute.copy(ld.vec_copy, ld.tDgD[None, None, m_block], ld.tDsD[None, None, stage])
+
+    @cute.jit
+    def _load_do(self, ld, m_block, stage):
+        cu.load_tile_zfill(ld.copy, ld.tdOgdO[None, None, None, m_block], ld.tdOsdO[None, None, None, stage],
+                           ld.tdOcdO[None, None, None, m_block], ld.seqlen_q, ld.head_dim_v)
+
+    # ------------------------------------------------------------------------------------------------ one query tile
+    @cute.jit
+    def _walk_step(self, ld, mm, mask, acc, m_block, m_begin, m_end, n_block, scale_log2,
+                   do_dv: cutlass.Constexpr, do_dk: cutlass.Constexpr):
+        t = self.tile
+        it = m_block - m_begin
+        q_stage, do_stage = it % t.q_stages, it % t.do_stages
+        has_next = m_block + 1 < m_end
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.sync_threads()
+        if has_next:
+            if cutlass.const_expr(t.q_stages == 2):
+                self._load_q(ld, m_block + 1, 1 - q_stage, do_dk)
+            if cutlass.const_expr(t.do_stages == 2):
+                self._load_do(ld, m_block + 1, 1 - do_stage)
+        cute.arch.cp_async_commit_group()
+
+        accP = self._probabilities(mm, mask, m_block, n_block, q_stage, scale_log2)
+        if cutlass.const_expr(do_dv):
+            rP = cu.convert(accP, self.dtype)
+            cu.gemm_rs(mm.kv, acc.dV, cu.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, do_stage],
+                       mm.rdOt, mm.rdOt_v)
+        if cutlass.const_expr(do_dk):
+            rdS = self._softmax_grad(mm, accP, q_stage, do_stage)
+            cute.copy(mm.dS_store, mm.dS_store.retile(rdS), mm.sdSt_dst)
+            cu.gemm_rs(mm.kv, acc.dK, cu.acc_as_a_operand(rdS), mm.cBt, mm.sQt[None, None, None, q_stage],
+                       mm.rQt, mm.rQt_v)
+
+        if cutlass.const_expr(do_dk or t.q_stages == 1 or t.do_stages == 1):
+            cute.arch.sync_threads()  # dS^T complete in smem; every warp is done with this tile's Q and dO
+        if has_next:
+            if cutlass.const_expr(t.q_stages == 1):
+                self._load_q(ld, m_block + 1, 0, do_dk)
+            if cutlass.const_expr(t.do_stages == 1):
+                self._load_do(ld, m_block + 1, 0)
+        cute.arch.cp_async_commit_group()
+        if cutlass.const_expr(do_dk):
+            self._dq_step(mm, ld, m_block)
+
+    @cute.jit
+    def _probabilities(self, mm, mask, m_block, n_block, q_stage, scale_log2):
+        """P^T of this tile in fp32 registers; hidden entries exactly 0."""
+        accS = cute.make_rmem_tensor(mm.thr_kv.partition_shape_C((self.N, self.M)), Float32)
+        accS.fill(0.0)
+        cu.gemm_ss(mm.kv, accS, mm.cA, mm.sK, mm.rK, mm.rK_v, mm.cB, mm.sQ[None, None, None, q_stage],
+                   mm.rQ, mm.rQ_v)
+        p_mn = cu.acc_mn_view(accS)
+        lse_mn = cu.acc_mn_view(mm.thr_kv.partition_C(mm.sLSE2[None, None, q_stage]))
+        for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
+            lse2 = lse_mn[0, c]
+            for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
+                p_mn[r, c] = cute.math.exp2(p_mn[r, c] * scale_log2 - lse2, fastmath=True)
+        if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
+            mask.zero_hidden_transposed(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N)
+        return accS
+
+    @cute.jit
+    def _softmax_grad(self, mm, accP, q_stage, do_stage):
+        """dS^T = P^T o (dP^T - delta), returned in the io dtype (MMA accumulator layout)."""
+        accdP = cute.make_rmem_tensor(mm.thr_kv.partition_shape_C((self.N, self.M)), Float32)
+        accdP.fill(0.0)
+        cu.gemm_ss(mm.kv, accdP, mm.cA, mm.sV, mm.rV, mm.rV_v, mm.cB, mm.sdO[None, None, None, do_stage],
+                   mm.rdO, mm.rdO_v)
+        p_mn, ds_mn = cu.acc_mn_view(accP), cu.acc_mn_view(accdP)
+        delta_mn = cu.acc_mn_view(mm.thr_kv.partition_C(mm.sDelta[None, None, q_stage]))
+        for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
+            delta = delta_mn[0, c]
+            for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
+                ds_mn[r, c] = p_mn[r, c] * (ds_mn[r, c] - delta)
+        return cu.convert(accdP, self.dtype)
+
+    @cute.jit
+    def _dq_step(self, mm, ld, m_block):
+        """dQ[tile] += dS . K, in head-dim chunks, red.global.add.v2.f32 into the fp32 accumulator."""
+        chunk = self.tile.dq_chunk
+        for c in cutlass.range_constexpr(self.D // chunk):
+            accdQ = cute.make_rmem_tensor(mm.thr_dq.partition_shape_C((self.M, chunk)), Float32)
+            accdQ.fill(0.0)
+            kt = mm.cBq.partition_S(cute.local_tile(mm.sKt, (chunk, self.N), (c, 0)))
+            cu.gemm_ss(mm.dq, accdQ, mm.cAq, mm.sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
+            gdq = mm.thr_dq.partition_C(cute.local_tile(ld.gdQacc[None, None, m_block], (self.M, chunk), (0, c)))
+            for i in cutlass.range_constexpr(cute.size(accdQ, mode=[1])):
+                for j in cutlass.range_constexpr(cute.size(accdQ, mode=[2])):
+                    for v in cutlass.range_constexpr(2):
+                        cute.arch.red(gdq[(None, v), i, j].iterator, accdQ[(None, v), i, j].load(), op="add",
+                                      dtype=Float32, sem="relaxed", scope="gpu")
+
+    # ------------------------------------------------------------------------------------------------ epilogue
+    @cute.jit
+    def _store_dkv(self, mm, acc, g, tidx, seqlen_kv, ld, scale, do_dv: cutlass.Constexpr,
+                   do_dk: cutlass.Constexpr):
+        coords = mm.thr_kv.partition_C(g.cdKV)
+        if cutlass.const_expr(do_dv):
+            self._store_acc(cu.convert(acc.dV, self.dtype), mm.thr_kv.partition_C(g.gdV), coords, seqlen_kv,
+                            ld.head_dim_v)
+        if cutlass.const_expr(do_dk):
+            for i in cutlass.range_constexpr(cute.size(acc.dK)):
+                acc.dK[i] = acc.dK[i] * scale
+            self._store_acc(cu.convert(acc.dK, self.dtype), mm.thr_kv.partition_C(g.gdK), coords, seqlen_kv,
+                            ld.head_dim)
+
+    @cute.jit
+    def _store_acc(self, r, t_dst, t_coord, row_limit, col_limit):
+        """Accumulator-layout fragment -> global, two adjacent columns (4 bytes) per store, bounds-checked."""
+        for i in cutlass.range_constexpr(cute.size(r, mode=[1])):
+            for j in cutlass.range_constexpr(cute.size(r, mode=[2])):
+                for v in cutlass.range_constexpr(2):
+                    crd = t_coord[(0, v), i, j]
+                    if (crd[0] < row_limit) & (crd[1] < col_limit):
+                        t_dst[(None, v), i, j].store(r[(None, v), i, j].load())

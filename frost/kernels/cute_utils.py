@@ -1,0 +1,107 @@
+"""Small CuTe-DSL helpers shared by the kernels: shared-memory layouts and views, register-fragment views,
+GEMM k-loops on mma.sync + ldmatrix, and zero-filling tile loads."""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32
+
+_SWIZZLE_BY_ATOM_COLS = {64: 3, 32: 2, 16: 1}
+
+
+def smem_tile_layout(rows: int, cols: int, stages: int | None = None):
+    """A (rows, cols[, stages]) 16-bit tile with cols contiguous, XOR-swizzled in 8-row atoms so that ldmatrix
+    (plain and .trans) and 16-byte cp.async stores hit distinct banks."""
+    atom_cols = next(c for c in (64, 32, 16) if cols % c == 0)
+    atom = cute.make_composed_layout(
+        cute.make_swizzle(_SWIZZLE_BY_ATOM_COLS[atom_cols], 3, 3), 0,
+        cute.make_layout((8, atom_cols), stride=(atom_cols, 1)))
+    if stages is None:
+        return cute.tile_to_shape(atom, (rows, cols), (0, 1))
+    return cute.tile_to_shape(atom, (rows, cols, stages), (0, 1, 2))
+
+
+def transpose_view(t: cute.Tensor, rows: int, cols: int, stages: int | None = None) -> cute.Tensor:
+    """(rows, cols[, stages]) -> (cols, rows[, stages]) view of the same memory."""
+    if stages is None:
+        return cute.composition(t, cute.make_layout((cols, rows), stride=(rows, 1)))
+    return cute.composition(t, cute.make_layout((cols, rows, stages), stride=(rows, 1, rows * cols)))
+
+
+def acc_mn_view(acc: cute.Tensor) -> cute.Tensor:
+    """mma.sync accumulator ((2,2), MMA_M, MMA_N) viewed as (rows, cols) of this thread."""
+    lay = cute.make_layout(acc.layout.shape)
+    mn = cute.make_layout(
+        ((lay.shape[0][1], lay.shape[1]), (lay.shape[0][0], lay.shape[2])),
+        stride=((lay.stride[0][1], lay.stride[1]), (lay.stride[0][0], lay.stride[2])))
+    return cute.make_tensor(acc.iterator, cute.composition(acc.layout, mn))
+
+
+def acc_as_a_operand(frag: cute.Tensor) -> cute.Tensor:
+    """A converted accumulator ((2,2), MMA_M, MMA_N) viewed as the A operand ((2,2,2), MMA_M, MMA_N/2) of the
+    next m16n8k16 GEMM: two adjacent n8 accumulator atoms are exactly one k16 A atom, so nothing moves."""
+    div = cute.logical_divide(frag.layout, (None, None, 2))
+    view = cute.make_layout(
+        ((div.shape[0], div.shape[2][0]), div.shape[1], div.shape[2][1]),
+        stride=((div.stride[0], div.stride[2][0]), div.stride[1], div.stride[2][1]))
+    return cute.make_tensor(frag.iterator, view)
+
+
+def convert(acc: cute.Tensor, dtype) -> cute.Tensor:
+    out = cute.make_fragment_like(acc, dtype)
+    out.store(acc.load().to(dtype))
+    return out
+
+
+@cute.jit
+def gemm_ss(tiled_mma: cute.TiledMma, acc: cute.Tensor,
+            copy_a: cute.TiledCopy, s_a: cute.Tensor, r_a: cute.Tensor, r_a_view: cute.Tensor,
+            copy_b: cute.TiledCopy, s_b: cute.Tensor, r_b: cute.Tensor, r_b_view: cute.Tensor):
+    """acc += A.B^T with both operands read from shared memory by ldmatrix, one k-block ahead of the MMA."""
+    num_k = cute.size(s_a, mode=[2])
+    cute.copy(copy_a, s_a[None, None, 0], r_a_view[None, None, 0])
+    cute.copy(copy_b, s_b[None, None, 0], r_b_view[None, None, 0])
+    for k in cutlass.range_constexpr(num_k):
+        if cutlass.const_expr(k + 1 < num_k):
+            cute.copy(copy_a, s_a[None, None, k + 1], r_a_view[None, None, k + 1])
+            cute.copy(copy_b, s_b[None, None, k + 1], r_b_view[None, None, k + 1])
+        cute.gemm(tiled_mma, acc, r_a[None, None, k], r_b[None, None, k], acc)
+
+
+@cute.jit
+def gemm_rs(tiled_mma: cute.TiledMma, acc: cute.Tensor, r_a: cute.Tensor,
+            copy_b: cute.TiledCopy, s_b: cute.Tensor, r_b: cute.Tensor, r_b_view: cute.Tensor):
+    """acc += A.B^T with A already in registers (MMA A layout) and B read from shared memory by ldmatrix."""
+    num_k = cute.size(s_b, mode=[2])
+    cute.copy(copy_b, s_b[None, None, 0], r_b_view[None, None, 0])
+    for k in cutlass.range_constexpr(num_k):
+        if cutlass.const_expr(k + 1 < num_k):
+            cute.copy(copy_b, s_b[None, None, k + 1], r_b_view[None, None, k + 1])
+        cute.gemm(tiled_mma, acc, r_a[None, None, k], r_b[None, None, k], acc)
+
+
+@cute.jit
+def load_tile_zfill(tiled_copy: cute.TiledCopy, t_src: cute.Tensor, t_dst: cute.Tensor, t_coord: cute.Tensor,
+                    row_limit: Int32, col_limit: Int32):
+    """cp.async a partitioned (CPY, CPY_M, CPY_K) tile; chunks outside (row_limit, col_limit) get zeros in shared
+    memory instead (cp.async with a false predicate would leave stale data)."""
+    for m in cutlass.range_constexpr(cute.size(t_src, mode=[1])):
+        row_ok = t_coord[0, m, 0][0] < row_limit
+        for k in cutlass.range_constexpr(cute.size(t_src, mode=[2])):
+            if row_ok & (t_coord[0, m, k][1] < col_limit):
+                cute.copy(tiled_copy, t_src[None, m, k], t_dst[None, m, k])
+            else:
+                t_dst[None, m, k].fill(0)
+
+
+def make_gmem_copy(dtype, num_threads: int, cols: int, async_copy: bool = True) -> cute.TiledCopy:
+    """128-bit per thread tiled copy for (rows, cols) tiles with cols contiguous."""
+    elems = 128 // dtype.width
+    op = cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.cpasync.LoadCacheMode.GLOBAL) if async_copy \
+        else cute.nvgpu.CopyUniversalOp()
+    atom = cute.make_copy_atom(op, dtype, num_bits_per_copy=128)
+    atom_cols = next(c for c in (64, 32, 16) if cols % c == 0)
+    tpr = atom_cols // elems
+    thr = cute.make_layout((num_threads // tpr, tpr), stride=(tpr, 1))
+    return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, elems)))

@@ -1,0 +1,45 @@
+"""dQ convert: dq[b, h, i, :d] = scale * dq_accum[b, h, i, :d] in the io dtype (the main kernel accumulates the
+unscaled dS . K in fp32). Grid: (ceil(seqlen_q / 128), heads, batch), 128 threads; per (dtype, head_dim_pad)."""
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Int64
+
+from frost.kernels import rowwise as rw
+
+
+class DqConvertKernel:
+    def __init__(self, dtype, head_dim_pad: int):
+        self.dtype = dtype
+        self.D = head_dim_pad
+        self.tpr = rw.threads_per_row(head_dim_pad)
+        self.rows_per_pass = rw.NUM_THREADS // self.tpr
+
+    @cute.jit
+    def __call__(self, pdQacc: cute.Pointer, pdQ: cute.Pointer, batch: Int32, heads: Int32, seqlen_q: Int32,
+                 seqlen_q_pad: Int32, head_dim: Int32, dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, scale: Float32,
+                 stream: cuda.CUstream):
+        sqp = cute.assume(seqlen_q_pad, divby=rw.SEQ_PAD)
+        rs = cute.assume(Int64(sqp) * self.D, divby=rw.SEQ_PAD)
+        mdQacc = cute.make_tensor(pdQacc, cute.make_layout(
+            (batch, heads, sqp, self.D), stride=(cute.assume(rs * heads, divby=rw.SEQ_PAD), rs, self.D, 1)))
+        stride = (cute.assume(dq_sb, divby=8), cute.assume(dq_sh, divby=8), cute.assume(dq_ss, divby=8), 1)
+        mdQ = cute.make_tensor(pdQ, cute.make_layout((batch, heads, seqlen_q, head_dim), stride=stride))
+        self.kernel(mdQacc, mdQ, scale).launch(
+            grid=(cute.ceil_div(seqlen_q, rw.ROWS_PER_CTA), heads, batch), block=[rw.NUM_THREADS, 1, 1],
+            stream=stream)
+
+    @cute.kernel
+    def kernel(self, mdQacc: cute.Tensor, mdQ: cute.Tensor, scale: Float32):
+        tidx, _, _ = cute.arch.thread_idx()
+        blk, head, batch = cute.arch.block_idx()
+        seqlen_q, head_dim = mdQ.shape[2], mdQ.shape[3]
+        lane, row_in_pass = tidx % self.tpr, tidx // self.tpr
+        for p in cutlass.range_constexpr(rw.ROWS_PER_CTA // self.rows_per_pass):
+            row = blk * rw.ROWS_PER_CTA + p * self.rows_per_pass + row_in_pass
+            for c in cutlass.range_constexpr(rw.chunks_per_thread(self.D)):
+                chunk = c * self.tpr + lane
+                if (row < seqlen_q) & (chunk * rw.CHUNK < head_dim):
+                    acc = rw.chunk_view(mdQacc[batch, head, row, None], chunk).load()
+                    rw.chunk_view(mdQ[batch, head, row, None], chunk).store((acc * scale).to(self.dtype))

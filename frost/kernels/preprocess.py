@@ -1,0 +1,90 @@
+"""Backward preprocess: per query row, delta = rowsum(dO o O) in fp32 and LSE in log2 units (a row with
+LSE = -inf, i.e. no visible key, gets +inf so that P = exp2(s - inf) = 0 exactly); rows past seqlen_q up to the
+padded length get (LSE2 = +inf, delta = 0), so the main kernel loads whole tiles unguarded and padded rows
+contribute nothing. Also zeroes the fp32 dQ accumulator (padded rows included).
+
+Grid: (seqlen_q_pad / 128, heads, batch), 128 threads; compiled per (dtype, head_dim_pad)."""
+
+import math
+
+import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Int64
+
+from frost.kernels import rowwise as rw
+
+LOG2_E = math.log2(math.e)
+
+
+class PreprocessKernel:
+    def __init__(self, dtype, head_dim_pad: int):
+        self.dtype = dtype
+        self.D = head_dim_pad
+        self.tpr = rw.threads_per_row(head_dim_pad)
+        self.rows_per_pass = rw.NUM_THREADS // self.tpr
+
+    @cute.jit
+    def __call__(self, pO: cute.Pointer, pdO: cute.Pointer, pLSE: cute.Pointer, pLSE2: cute.Pointer,
+                 pDelta: cute.Pointer, pdQacc: cute.Pointer, batch: Int32, heads: Int32, seqlen_q: Int32,
+                 seqlen_q_pad: Int32, head_dim_v: Int32, o_sb: Int64, o_sh: Int64, o_ss: Int64,
+                 do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
+                 stream: cuda.CUstream):
+        def bhsd(p, sb, sh, ss):
+            stride = (cute.assume(sb, divby=8), cute.assume(sh, divby=8), cute.assume(ss, divby=8), 1)
+            return cute.make_tensor(p, cute.make_layout((batch, heads, seqlen_q, head_dim_v), stride=stride))
+
+        sqp = cute.assume(seqlen_q_pad, divby=rw.SEQ_PAD)
+        rs = cute.assume(Int64(sqp), divby=rw.SEQ_PAD)
+        mLSE = cute.make_tensor(pLSE, cute.make_layout((batch, heads, seqlen_q), stride=(lse_sb, lse_sh, lse_ss)))
+        vec = cute.make_layout((batch, heads, sqp), stride=(cute.assume(rs * heads, divby=rw.SEQ_PAD), rs, 1))
+        acc_rs = cute.assume(rs * self.D, divby=rw.SEQ_PAD)
+        mdQacc = cute.make_tensor(pdQacc, cute.make_layout(
+            (batch, heads, sqp * self.D), stride=(cute.assume(acc_rs * heads, divby=rw.SEQ_PAD), acc_rs, 1)))
+        self.kernel(bhsd(pO, o_sb, o_sh, o_ss), bhsd(pdO, do_sb, do_sh, do_ss), mLSE,
+                    cute.make_tensor(pLSE2, vec), cute.make_tensor(pDelta, vec), mdQacc).launch(
+            grid=(sqp // rw.ROWS_PER_CTA, heads, batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
+
+    @cute.kernel
+    def kernel(self, mO: cute.Tensor, mdO: cute.Tensor, mLSE: cute.Tensor, mLSE2: cute.Tensor,
+               mDelta: cute.Tensor, mdQacc: cute.Tensor):
+        tidx, _, _ = cute.arch.thread_idx()
+        blk, head, batch = cute.arch.block_idx()
+        seqlen_q, head_dim_v = mO.shape[2], mO.shape[3]
+        o_bh, do_bh = mO[batch, head, None, None], mdO[batch, head, None, None]
+        lane, row_in_pass = tidx % self.tpr, tidx // self.tpr
+        for p in cutlass.range_constexpr(rw.ROWS_PER_CTA // self.rows_per_pass):
+            row = blk * rw.ROWS_PER_CTA + p * self.rows_per_pass + row_in_pass
+            delta = self._row_dot(o_bh, do_bh, row, lane, seqlen_q, head_dim_v)
+            delta = rw.quad_sum(delta, self.tpr)
+            if lane == 0:
+                lse2 = Float32(math.inf)
+                if row < seqlen_q:
+                    lse = mLSE[batch, head, row]
+                    lse2 = lse * LOG2_E if lse != -Float32.inf else Float32(math.inf)
+                mLSE2[batch, head, row] = lse2
+                mDelta[batch, head, row] = delta
+        self._zero_rows(mdQacc[batch, head, None], blk, tidx)
+
+    @cute.jit
+    def _row_dot(self, o_bh, do_bh, row, lane, seqlen_q, head_dim_v) -> Float32:
+        """This lane's part of sum_d dO[row, d] * O[row, d] (0 outside the tensor)."""
+        acc = Float32(0.0)
+        if row < seqlen_q:
+            o_row, do_row = o_bh[row, None], do_bh[row, None]
+            for c in cutlass.range_constexpr(rw.chunks_per_thread(self.D)):
+                chunk = c * self.tpr + lane
+                if chunk * rw.CHUNK < head_dim_v:
+                    o = rw.chunk_view(o_row, chunk).load().to(Float32)
+                    do = rw.chunk_view(do_row, chunk).load().to(Float32)
+                    acc = acc + (o * do).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+        return acc
+
+    @cute.jit
+    def _zero_rows(self, acc_bh: cute.Tensor, blk, tidx):
+        """Zero this CTA's ROWS_PER_CTA x D block of the (contiguous) fp32 dQ accumulator, 16 bytes per store."""
+        zero = cute.make_rmem_tensor((4,), Float32)
+        zero.fill(0.0)
+        block = cute.local_tile(acc_bh, (rw.ROWS_PER_CTA * self.D,), (blk,))
+        for i in cutlass.range_constexpr(rw.ROWS_PER_CTA * self.D // 4 // rw.NUM_THREADS):
+            rw.chunk_view(block, i * rw.NUM_THREADS + tidx, 4).store(zero.load())

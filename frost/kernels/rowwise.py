@@ -1,0 +1,37 @@
+"""Row-wise work split shared by the small kernels (preprocess, dq convert): a CTA of 128 threads owns
+ROWS_PER_CTA rows of one (batch, head); each thread handles 16-byte chunks of 8 columns, THREADS_PER_ROW threads
+per row (their partial sums meet with warp shuffles)."""
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32, Int32
+
+NUM_THREADS = 128
+ROWS_PER_CTA = 128
+SEQ_PAD = 128  # workspace rows are padded to this multiple (the main kernel's query tiles divide it)
+CHUNK = 8      # 16-bit elements per 16-byte access
+
+
+def threads_per_row(head_dim_pad: int) -> int:
+    return min(8, head_dim_pad // CHUNK)
+
+
+def chunks_per_thread(head_dim_pad: int) -> int:
+    """Chunk slots per thread: ceil(chunks / threads_per_row); slots past the row are masked by the caller."""
+    return -(-(head_dim_pad // CHUNK) // threads_per_row(head_dim_pad))
+
+
+@cute.jit
+def chunk_view(t_row: cute.Tensor, chunk: Int32, width: cutlass.Constexpr = CHUNK) -> cute.Tensor:
+    """The ``width`` elements starting at column ``chunk * width`` of a contiguous row."""
+    return cute.local_tile(t_row, (width,), (chunk,))
+
+
+@cute.jit
+def quad_sum(x: Float32, group: cutlass.Constexpr) -> Float32:
+    """Sum over ``group`` adjacent lanes (power of two <= 32)."""
+    offset = group // 2
+    while cutlass.const_expr(offset >= 1):
+        x = x + cute.arch.shuffle_sync_bfly(x, offset)
+        offset //= 2
+    return x
