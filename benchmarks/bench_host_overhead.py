@@ -1,0 +1,98 @@
+"""Host overhead of `plan.execute` on a plan-cache hit, kernels excluded (target: <= 20 us per call).
+
+What is measured: the cute_sm120 engine's whole host path per call -- checking every tensor against the plan
+(dtype, shape, strides, device, 16-byte pointers), checking and carving the caller's workspace, and calling the
+launcher -- with a no-op kernel behind the compiler seam (frost.lowering.FakeCompiler). Outputs and workspace are
+passed in, so the call allocates nothing. What is not: the kernels' own host work (CuTe argument marshalling and
+the CUDA launches, measured by the kernel benchmarks) and GPU time. With --real on a GPU the real CuteCompiler is
+used instead, so the number then includes CompiledBackward's own checks and three launches (host time only: the
+loop never synchronises; a tiny shape keeps the GPU ahead of the host).
+
+    python benchmarks/bench_host_overhead.py [--device cpu|cuda] [--calls 20000] [--real]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import frost.compile_api as api
+from frost.ir import sdpa_backward_graph
+from frost.lowering import FakeCompiler, cache_stats, use_compiler
+
+
+def _inputs(plan, device) -> dict:
+    op = plan.graph.sdpa_ops()[0]
+    tensors = {s.name: torch.empty_strided(s.shape, s.effective_strides, dtype=getattr(torch, s.dtype), device=device)
+               for s in plan.graph.tensors if s.name not in op.output_names()}
+    return tensors | plan.new_outputs(device)
+
+
+def _per_call_us(fn, calls: int, repeats: int = 7) -> float:
+    for _ in range(calls // 10):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def measure(device: str = "cpu", calls: int = 20000, real: bool = False) -> dict[str, float]:
+    graph = sdpa_backward_graph(1, 4, 128, 64, dtype="bfloat16", causal=True)
+    target = "sm_90" if real else "sm_120"
+    if real:
+        from frost.functional import target_of
+        target = target_of(torch.device(device))
+    compiler = None if real else FakeCompiler(device_type=torch.device(device).type, persist=False)
+    with use_compiler("cute_sm120", compiler) if compiler else _nothing():
+        plan = api.compile(graph, target=target)
+        tensors, workspace = _inputs(plan, device), plan.new_workspace(device)
+        execute = _per_call_us(lambda: plan.execute(tensors, workspace=workspace), calls)
+        recompile = _per_call_us(lambda: api.compile(graph, target=target), max(calls // 10, 100))
+        functional = _functional_us(device, calls) if device.startswith("cuda") else float("nan")
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    return {"execute_us": execute, "compile_hit_us": recompile, "functional_us": functional, "engine": plan.engine,
+            "kernels_compiled": cache_stats().compiles}
+
+
+def _functional_us(device: str, calls: int) -> float:
+    """frost.sdpa_backward on BSHD tensors: key from tensor metadata, plan hit, output allocation, execute."""
+    from frost.functional import sdpa_backward
+
+    q, k, v, out, dout = (torch.randn(1, 128, 4, 64, device=device, dtype=torch.bfloat16) for _ in range(5))
+    lse = torch.randn(1, 4, 128, device=device)
+    return _per_call_us(lambda: sdpa_backward(q, k, v, out, dout, lse, causal=True), calls)
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--calls", type=int, default=20000)
+    p.add_argument("--real", action="store_true", help="real CuTe kernels (GPU only): includes their host work")
+    args = p.parse_args()
+    r = measure(args.device, args.calls, args.real)
+    what = "real kernels' host work included" if args.real else "no-op kernels"
+    print(f"plan.execute, plan-cache hit, {what}, {args.device}, 9 tensors + workspace: "
+          f"{r['execute_us']:.2f} us/call (target <= 20 us)")
+    print(f"frost.compile on a plan-cache hit (same graph object): {r['compile_hit_us']:.2f} us/call")
+    print(f"frost.sdpa_backward (functional, allocates its outputs; GPU only): {r['functional_us']:.2f} us/call")
+    print(f"engine {r['engine']}, kernels compiled {r['kernels_compiled']}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""frost.compile(graph) -> Plan: probe, choose an engine per op, lower, and cache the plan.
+
+Engine choice is never silent: `plan.engine` names it, `plan.report` says why, and a fallback from cute_sm120 to
+the reference engine on a GPU target logs the probe's reasons once per distinct set of reasons."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from frost.analyzer import ENGINES, normalise_target, probe
+from frost.analyzer.memo import per_graph
+from frost.errors import NotSupported
+from frost.lowering.compiler import get_compiler
+from frost.lowering.engines import ADAPTERS
+from frost.lowering.lower import lower_graph
+from frost.lowering.plan import Plan
+from frost.lowering.plan_cache import PLANS
+
+log = logging.getLogger("frost")
+PREFERRED = ENGINES[0].engine
+_logged: set = set()
+_logged_lock = threading.Lock()
+
+
+def compile(graph, *, target: str | None = None, engine: str | None = None) -> Plan:  # noqa: A001 -- public name
+    """Compile `graph` for `target` (None: this machine, frost.target.detect_target()). `engine=None` takes the
+    probe's choice per op; a name ("reference", "cute_sm120") pins it, and raises NotSupported (carrying the
+    report) when that engine declines. Ops frost does not claim stay the caller's to run (plan.report.unclaimed
+    lists them; the plan runs the claimed ones). Plans are cached: the same graph, target and engine return the
+    same Plan."""
+    target = normalise_target(target if target is not None else _detect())
+    key = _plan_key(graph, target, engine)
+    if key is None:
+        return build_plan(graph, target, engine)
+    return PLANS.get_or_build(key, lambda: build_plan(graph, target, engine))
+
+
+def _detect() -> str:
+    from frost.target import detect_target
+
+    return detect_target()
+
+
+@per_graph
+def _graph_text(graph) -> str | None:
+    """The graph's JSON, its plan-cache identity (memoised per graph object: a loop re-compiling one graph pays a
+    dict lookup; equal graphs built anew still share a plan)."""
+    try:
+        return graph.model_dump_json()
+    except Exception:  # noqa: BLE001 -- an attribute JSON cannot hold: build uncached rather than fail
+        return None
+
+
+def _plan_key(graph, target: str, engine: str | None):
+    text = _graph_text(graph)
+    return None if text is None else ("graph", text, target, engine, compiler_tag())
+
+
+def compiler_tag() -> int:
+    """Identity of the active kernel compiler: plans built with an injected (fake) compiler never leak out of it."""
+    return id(get_compiler(PREFERRED)) if PREFERRED in ADAPTERS else 0
+
+
+def build_plan(graph, target: str, engine: str | None = None) -> Plan:
+    """compile() without the plan cache (callers with their own cache key, like the functional API)."""
+    target = normalise_target(target)
+    report = probe(graph, target)
+    if not report.ops:
+        raise NotSupported(f"frost claims no op of graph {graph.name!r}\n{report.to_text()}", report)
+    choices = [(s, _engine_for(s, engine, report)) for s in report.ops]
+    for s, chosen in choices:
+        if engine is None:
+            _note_fallback(s, chosen, target)
+    return lower_graph(graph, target, choices, report)
+
+
+def _engine_for(s, pin: str | None, report) -> str:
+    if pin is None:
+        if s.engine is None:
+            raise NotSupported(f"no engine serves op {s.name!r} on {report.target}\n{report.to_text()}", report)
+        return s.engine
+    if pin not in ADAPTERS:
+        raise NotSupported(f"engine: got {pin!r}; accepted: {', '.join(ADAPTERS)} or None (the probe's choice)",
+                           report)
+    if pin in s.declined:
+        why = "; ".join(f"[{r.code}] {r.message}" for r in s.declined[pin])
+        raise NotSupported(f"engine {pin!r} cannot serve op {s.name!r} on {report.target}: {why}", report)
+    return pin
+
+
+def _note_fallback(s, chosen: str, target: str) -> None:
+    """Log (once per distinct reasons) that a GPU target fell back from the kernels to the reference engine."""
+    reasons = s.declined.get(PREFERRED, ())
+    if target == "cpu" or chosen == PREFERRED or not reasons:
+        return
+    key = (target, chosen, tuple((r.code, r.field, r.value) for r in reasons))
+    with _logged_lock:
+        if key in _logged:
+            return
+        _logged.add(key)
+    why = "; ".join(f"[{r.code}] {r.message}" for r in reasons)
+    log.warning("frost: op %r runs on the %s engine on %s because %s declines: %s", s.name, chosen, target,
+                PREFERRED, why)

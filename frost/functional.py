@@ -1,0 +1,94 @@
+"""frost.sdpa_backward: the FlashAttention-style functional API over BSHD tensors.
+
+q (B, Sq, Hq, Dqk), k (B, Skv, Hkv, Dqk), v (B, Skv, Hkv, Dv), out and dout (B, Sq, Hq, Dv), lse (B, Hq, Sq) fp32
+including the sink term; optional seq_len_q / seq_len_kv int32 (B,), sink fp32 (Hq,). Any strides with the head dim
+innermost work. Returns dq, dk, dv laid out like q, k, v (torch.empty_like: same strides when those are dense,
+else contiguous BSHD) and dsink fp32 (Hq,) (None without a sink).
+
+A call is keyed by its tensors' dtypes, shapes, strides and device plus the options; the first call with a key builds
+a graph and a plan (kernels come from the kernel cache, so a new B or S never recompiles), later calls reuse it."""
+
+from __future__ import annotations
+
+import torch
+
+from frost.compile_api import build_plan, compiler_tag
+from frost.errors import GraphError, TensorError
+from frost.ir import Graph, SdpaBackwardOp, SdpaInputs, SdpaOutputs, TensorSpec
+from frost.ir.tensors import DTYPE_BYTES
+from frost.lowering.plan_cache import PLANS
+
+ROLES_4D = ("q", "k", "v", "o", "do", "dq", "dk", "dv")
+OPTIONAL = ("sink", "seq_len_q", "seq_len_kv")
+_targets: dict[object, str] = {}
+
+
+def sdpa_backward(q, k, v, out, dout, lse, *, softmax_scale=None, causal=False, window_size=(None, None),
+                  causal_alignment="top_left", seq_len_q=None, seq_len_kv=None, sink=None, deterministic=False):
+    """Attention backward -> (dq, dk, dv, dsink). window_size=(left, right) keeps keys j in
+    [diag - left, diag + right] (None or -1: unbounded); causal=True sets right to 0 unless given."""
+    left, right = window(window_size)
+    given = {"q": q, "k": k, "v": v, "o": out, "do": dout, "lse": lse, "sink": sink, "seq_len_q": seq_len_q,
+             "seq_len_kv": seq_len_kv}
+    given = {n: t for n, t in given.items() if t is not None}
+    options = (softmax_scale, bool(causal), left, right, causal_alignment, bool(deterministic))
+    key = ("functional", options, compiler_tag(), *((n, *_meta(n, t)) for n, t in given.items()))
+    grads = {"dq": torch.empty_like(q), "dk": torch.empty_like(k), "dv": torch.empty_like(v)}
+    if sink is not None:
+        grads["dsink"] = torch.empty(sink.shape, dtype=torch.float32, device=sink.device)
+    plan = PLANS.get_or_build(key, lambda: build_plan(_graph(given | grads, options), target_of(q.device)))
+    views = {n: (t.transpose(1, 2) if n in ROLES_4D else t) for n, t in (given | grads).items()}
+    plan.execute(views)
+    return grads["dq"], grads["dk"], grads["dv"], grads.get("dsink")
+
+
+def window(window_size) -> tuple[int | None, int | None]:
+    """(left, right) band bounds from FlashAttention's window_size; None or a negative value means unbounded."""
+    try:
+        left, right = window_size
+    except (TypeError, ValueError):
+        raise TensorError("window_size", window_size, "a pair (left, right) of None or int") from None
+    return tuple(None if x is None or x < 0 else int(x) for x in (left, right))  # type: ignore[return-value]
+
+
+def target_of(device: torch.device) -> str:
+    """The probe target for tensors on `device` ("cpu", or sm_XY of that CUDA device), memoised per device."""
+    if device.type != "cuda":
+        return "cpu"
+    target = _targets.get(device)
+    if target is None:
+        major, minor = torch.cuda.get_device_capability(device)
+        target = _targets[device] = f"sm_{major}{minor}"
+    return target
+
+
+def _meta(name: str, t) -> tuple:
+    if not isinstance(t, torch.Tensor):
+        raise TensorError(name, type(t).__name__, "a torch.Tensor")
+    if name in ROLES_4D and t.dim() != 4:
+        raise TensorError(f"{name}.shape", tuple(t.shape), "rank 4: (B, S, H, D), FlashAttention's layout")
+    return t.dtype, t.shape, t.stride(), t.device
+
+
+def _spec(name: str, t: torch.Tensor) -> TensorSpec:
+    dtype = str(t.dtype).removeprefix("torch.")
+    if dtype not in DTYPE_BYTES:
+        raise TensorError(f"{name}.dtype", t.dtype, "float16, bfloat16, float32 or float64 (int32 for seq_len_*)")
+    if name in ROLES_4D:
+        t = t.transpose(1, 2)
+    return TensorSpec(name=name, shape=tuple(t.shape), strides=tuple(t.stride()), dtype=dtype)
+
+
+def _graph(given: dict, options: tuple) -> Graph:
+    """The one-op graph of a functional call, in logical (B, H, S, D) shapes."""
+    scale, causal, left, right, alignment, deterministic = options
+    specs = {n: _spec(n, t) for n, t in given.items()}
+    op = SdpaBackwardOp(
+        name="attn", inputs=SdpaInputs(**{n: n for n in ("q", "k", "v", "o", "do", "lse", *OPTIONAL) if n in specs}),
+        outputs=SdpaOutputs(dq="dq", dk="dk", dv="dv", dsink="dsink" if "sink" in specs else None),
+        attn_scale=scale, causal=causal, alignment=alignment, band_left=left, band_right=right,
+        deterministic=deterministic)
+    try:
+        return Graph(name="sdpa_backward", tensors=tuple(specs.values()), ops=(op,))
+    except GraphError as exc:
+        raise TensorError(f"{exc.subject} [shapes as logical (B, H, S, D)]", exc.value, exc.accepted) from exc

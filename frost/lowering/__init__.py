@@ -1,0 +1,32 @@
+"""Lowering: Facts + the chosen engine -> Plan (kernels, compile keys, workspace layout); tensor signatures; the plan
+cache (memory) and kernel cache (memory + disk); the executor that binds runtime tensors to a plan."""
+
+from frost.lowering.compiler import Compiler, KernelUnit, get_compiler, set_compiler, use_compiler
+from frost.lowering.disk_cache import DiskCache, default_root
+from frost.lowering.fake import FakeCompiler, FakeKernel
+from frost.lowering.kernel_cache import KERNELS
+from frost.lowering.plan import KernelLaunch, Lowering, OpPlan, Plan
+from frost.lowering.plan_cache import PLANS
+from frost.lowering.signature import TensorSignature, make_signature, spec_signature, tensor_signature
+from frost.lowering.stats import CacheStats, cache_stats, reset_cache_stats
+from frost.lowering.workspace import ALIGN, Region, WorkspaceLayout
+
+
+def clear_caches(*, stats: bool = False) -> None:
+    """Forget every plan and in-memory kernel (the disk cache stays); optionally reset the counters too."""
+    PLANS.clear()
+    KERNELS.clear()
+    if stats:
+        reset_cache_stats()
+
+
+def configure_cache(*, max_plans: int | None = None) -> None:
+    """Resize the plan LRU (default 256, or FROST_PLAN_CACHE_SIZE)."""
+    if max_plans is not None:
+        PLANS.resize(max_plans)
+
+
+__all__ = ["Compiler", "KernelUnit", "get_compiler", "set_compiler", "use_compiler", "DiskCache", "default_root",
+           "FakeCompiler", "FakeKernel", "KernelLaunch", "Lowering", "OpPlan", "Plan", "TensorSignature",
+           "make_signature", "spec_signature", "tensor_signature", "CacheStats", "cache_stats", "reset_cache_stats",
+           "ALIGN", "Region", "WorkspaceLayout", "clear_caches", "configure_cache"]

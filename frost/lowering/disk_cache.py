@@ -1,0 +1,131 @@
+"""Compiled kernels on disk, as opaque bytes, so a new process skips the compile.
+
+An entry is keyed by frost version + cutlass-dsl version + target arch + compiler + compile key. Each file carries
+its own key and a checksum: a corrupt, truncated or foreign entry is logged, removed and recompiled, never a crash.
+Writes are atomic (temp file + rename), so concurrent processes never see half an entry."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import struct
+import tempfile
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+
+from frost.lowering.stats import COUNTERS
+
+log = logging.getLogger("frost")
+MAGIC = b"FROSTKC1"
+
+
+@lru_cache(maxsize=None)
+def package_version(dist: str, fallback: str = "none") -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return fallback
+
+
+@dataclass(frozen=True)
+class EntryKey:
+    compile_key: str
+    arch: str
+    compiler: str
+    frost: str = ""
+    cutlass: str = ""
+
+    def resolved(self) -> "EntryKey":
+        import frost
+
+        return EntryKey(self.compile_key, self.arch, self.compiler, self.frost or frost.__version__,
+                        self.cutlass or package_version("nvidia-cutlass-dsl"))
+
+
+def default_root() -> Path:
+    """FROST_CACHE_DIR, else $XDG_CACHE_HOME/frost, else ~/.cache/frost."""
+    if os.environ.get("FROST_CACHE_DIR"):
+        return Path(os.environ["FROST_CACHE_DIR"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "frost"
+
+
+def active_disk_cache() -> "DiskCache | None":
+    """The disk cache to use now (the environment is read on every miss), or None when FROST_DISK_CACHE=0."""
+    if os.environ.get("FROST_DISK_CACHE", "1").lower() in ("0", "off", "false", "no"):
+        return None
+    return DiskCache(default_root())
+
+
+class DiskCache:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def path(self, key: EntryKey) -> Path:
+        k = key.resolved()
+        digest = hashlib.sha256(k.compile_key.encode()).hexdigest()[:40]
+        return self.root / f"frost-{k.frost}" / f"cutlass-{k.cutlass}" / k.arch / k.compiler / f"{digest}.bin"
+
+    def load(self, key: EntryKey) -> bytes | None:
+        """The payload, or None when absent; a bad entry is logged and removed."""
+        path = self.path(key)
+        try:
+            blob = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            log.warning("frost: cannot read kernel cache entry %s (%s); recompiling", path, exc)
+            return None
+        try:
+            return _decode(blob, key.resolved())
+        except ValueError as exc:
+            self.discard(key, f"corrupt or stale ({exc})")
+            return None
+
+    def discard(self, key: EntryKey, why: str) -> None:
+        path = self.path(key)
+        log.warning("frost: kernel cache entry %s is %s; recompiling", path, why)
+        COUNTERS.bump("disk_errors")
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+    def store(self, key: EntryKey, payload: bytes) -> None:
+        """Write atomically; a failure (read-only dir, full disk) is logged, not raised."""
+        path = self.path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(_encode(payload, key.resolved()))
+            os.replace(tmp, path)
+            COUNTERS.bump("disk_writes")
+        except OSError as exc:
+            log.warning("frost: cannot write kernel cache entry %s (%s)", path, exc)
+
+
+def _encode(payload: bytes, key: EntryKey) -> bytes:
+    header = json.dumps({**asdict(key), "sha256": hashlib.sha256(payload).hexdigest(), "size": len(payload)}).encode()
+    return MAGIC + struct.pack("<I", len(header)) + header + payload
+
+
+def _decode(blob: bytes, key: EntryKey) -> bytes:
+    if not blob.startswith(MAGIC) or len(blob) < len(MAGIC) + 4:
+        raise ValueError("bad magic")
+    (n,) = struct.unpack_from("<I", blob, len(MAGIC))
+    start = len(MAGIC) + 4
+    try:
+        header = json.loads(blob[start:start + n])
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError("unreadable header") from exc
+    payload = blob[start + n:]
+    if not isinstance(header, dict) or {k: header.get(k) for k in asdict(key)} != asdict(key):
+        raise ValueError("written for another key or version")
+    if header.get("size") != len(payload) or header.get("sha256") != hashlib.sha256(payload).hexdigest():
+        raise ValueError("checksum mismatch")
+    return payload

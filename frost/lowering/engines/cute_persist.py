@@ -1,0 +1,84 @@
+"""Persisting a compiled CuTe kernel set across processes: each of its cute.compile results (preprocess, main,
+dq convert) is dumped as a relocatable object holding the host launcher and the cubin (`dump_to_object`), and
+loaded back with `cutlass.cute.runtime.load_module`, so a new process skips compilation.
+
+Only the GPU machine can dump: the object links against the CUDA runtime, which a GPU-less machine lacks (there
+dumping raises and the kernel is simply not persisted)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+import struct
+import tempfile
+import time
+
+log = logging.getLogger("frost")
+
+FUNCS = ("preprocess", "main", "dq_convert")
+
+
+def _prefix(name: str) -> str:
+    return f"frost_bwd_{name}"
+
+
+def export_set(compiled) -> bytes:
+    """Bytes of a CompiledBackward's kernel set: a JSON header (sizes, main smem) then the three objects."""
+    kernels = compiled.kernels
+    blobs = [getattr(kernels, name).dump_to_object(_prefix(name)) for name in FUNCS]
+    header = json.dumps({"funcs": FUNCS, "sizes": [len(b) for b in blobs],
+                         "main_smem_bytes": kernels.main_smem_bytes}).encode()
+    return struct.pack("<I", len(header)) + header + b"".join(blobs)
+
+
+def _split(data: bytes) -> tuple[dict, list[bytes]]:
+    (n,) = struct.unpack_from("<I", data)
+    header = json.loads(data[4:4 + n])
+    if tuple(header["funcs"]) != FUNCS or sum(header["sizes"]) != len(data) - 4 - n:
+        raise ValueError("kernel set entry does not match this frost's kernels")
+    blobs, at = [], 4 + n
+    for size in header["sizes"]:
+        blobs.append(data[at:at + size])
+        at += size
+    return header, blobs
+
+
+def _load(blob: bytes, name: str):
+    from cutlass.cute.runtime import load_module
+
+    start = time.perf_counter()
+    fd, path = tempfile.mkstemp(suffix=".o")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(blob)
+        module = load_module(path)  # reads the object into memory; the file can go
+    finally:
+        os.unlink(path)
+    fn = getattr(module, _prefix(name))
+    log.debug("frost: loaded kernel %s (%d bytes) in %.3f s", name, len(blob), time.perf_counter() - start)
+    return module, fn
+
+
+def load_set(data: bytes, cfg):
+    """A CompiledBackward for `cfg` whose kernels come from `export_set`'s bytes (no compilation)."""
+    from frost.kernels.api import CompiledBackward
+    from frost.kernels.compile import CompiledKernels
+
+    header, blobs = _split(data)
+    loaded = [_load(blob, name) for blob, name in zip(blobs, FUNCS)]
+    kernels = CompiledKernels(cfg.kernel_key, *(fn for _, fn in loaded), header["main_smem_bytes"])
+    kernels.modules = [module for module, _ in loaded]  # keep the loaded code alive with the kernels
+    backward = CompiledBackward.__new__(CompiledBackward)
+    backward.cfg, backward.kernels = cfg, kernels
+    return backward
+
+
+def with_config(compiled, cfg):
+    """The same compiled kernels, launched with `cfg`'s runtime values (mask, logical head dims)."""
+    if compiled.cfg == cfg:
+        return compiled
+    bound = copy.copy(compiled)
+    bound.cfg = cfg
+    return bound

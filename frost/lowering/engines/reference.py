@@ -1,0 +1,36 @@
+"""The reference engine adapter: runs frost.reference (torch math) for one op. Any device, every feature; it
+allocates its own temporaries and may synchronise (it validates sequence lengths), so it is not capturable."""
+
+from __future__ import annotations
+
+from frost.analyzer.facts import Facts
+from frost.lowering.plan import KernelLaunch, Lowering
+
+
+def reference_key(facts: Facts) -> str:
+    return (f"reference|{facts.dtype}|d{facts.head_dim_qk}x{facts.head_dim_v}|{facts.mask}|{facts.alignment}"
+            f"|g{facts.gqa_group}|pad{int(facts.has_padding_q)}{int(facts.has_padding_kv)}|sink{int(facts.has_sink)}")
+
+
+class ReferenceEngine:
+    name = "reference"
+
+    def lower(self, graph, op, facts: Facts, target: str) -> Lowering:
+        ins, outs = op.inputs, op.outputs
+        grads = (outs.dq, outs.dk, outs.dv, outs.dsink)
+        options = dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment,
+                       band_left=op.band_left, band_right=op.band_right)
+        optional = {"seq_len_q": ins.seq_len_q, "seq_len_kv": ins.seq_len_kv, "sink": ins.sink}
+        operands = (ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse)
+
+        def run(tensors: dict, workspace: dict, stream) -> None:
+            from frost.reference import attention_backward
+
+            extra = {key: tensors[name] for key, name in optional.items() if name is not None}
+            results = attention_backward(*(tensors[n] for n in operands), **options, **extra)
+            for name, value in zip(grads, results):
+                if name is not None:
+                    tensors[name].copy_(value)
+
+        launch = KernelLaunch(f"{op.name}/reference", reference_key(facts), None)
+        return Lowering(kernels=(launch,), workspace=(), run=run)

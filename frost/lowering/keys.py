@@ -1,0 +1,34 @@
+"""Compile keys: exactly what changes the generated code, so equal keys can share one compiled kernel.
+
+dtype, head dims, mask kind and alignment, tile config and arch come from the kernel library's own key; frost adds
+the feature facts (GQA, padding, sink, deterministic, 64-bit offsets) and the tensors' kernel-relevant signature
+(unit head-dim stride, 16-byte strides). Batch and sequence extents never enter a key."""
+
+from __future__ import annotations
+
+from frost.analyzer.facts import Facts
+from frost.lowering.signature import TensorSignature
+
+
+def feature_tag(facts: Facts) -> str:
+    flags = (("gqa", facts.gqa_group > 1), ("padq", facts.has_padding_q), ("padkv", facts.has_padding_kv),
+             ("sink", facts.has_sink), ("det", facts.deterministic), ("i64", facts.needs_int64_offsets))
+    return "+".join(name for name, on in flags if on) or "plain"
+
+
+def signature_tag(signatures: list[TensorSignature]) -> str:
+    return ",".join(sorted({s.kernel_tag for s in signatures}))
+
+
+def compile_key(engine: str, kernel_key: str, facts: Facts, signatures: list[TensorSignature]) -> str:
+    return f"{engine}|{kernel_key}|{feature_tag(facts)}|{signature_tag(signatures)}"
+
+
+def op_signatures(graph, op) -> list[TensorSignature]:
+    """Signatures of the op's rank-4 io tensors (the ones a kernel addresses with strides)."""
+    from frost.lowering.signature import spec_signature
+
+    ts = graph.tensor_map()
+    names = (op.inputs.q, op.inputs.k, op.inputs.v, op.inputs.o, op.inputs.do, op.outputs.dq, op.outputs.dk,
+             op.outputs.dv)
+    return [spec_signature(ts[n]) for n in names]

@@ -1,0 +1,22 @@
+"""Facts + chosen engine -> Plan: ask each op's engine adapter for its lowering, then pack every op's workspace
+requests into one 256-byte-aligned layout."""
+
+from __future__ import annotations
+
+from frost.lowering.engines import adapter
+from frost.lowering.plan import OpPlan, Plan
+from frost.lowering.workspace import Region, pack
+
+
+def lower_graph(graph, target: str, choices: list[tuple[object, str]], report=None) -> Plan:
+    """`choices` pairs each claimed op's OpSupport (name, facts) with the engine that will serve it."""
+    ops = {op.name: op for op in graph.sdpa_ops()}
+    lowered = [(s, engine, adapter(engine).lower(graph, ops[s.name], s.facts, target)) for s, engine in choices]
+    layout = pack([(f"{s.name}/{name}", nbytes) for s, _, low in lowered for name, nbytes in low.workspace])
+    plans = []
+    for s, engine, low in lowered:
+        prefix = f"{s.name}/"
+        regions = tuple(Region(r.name[len(prefix):], r.offset, r.nbytes) for r in layout.regions
+                        if r.name.startswith(prefix))
+        plans.append(OpPlan(s.name, engine, s.facts, low, regions))
+    return Plan(graph=graph, target=target, ops=tuple(plans), workspace=layout, report=report)

@@ -1,0 +1,71 @@
+"""Tensor signatures: what a compiled kernel may depend on, and nothing that changes between steps.
+
+A signature records dtype, rank, stride order, which dims are dense, 16-byte alignment of the strides, and the head
+count and head dim. It never records batch or sequence extents (nor stride values), so a training loop whose B or S
+changes produces the same signature and reuses compiled kernels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from frost.ir.tensors import DTYPE_BYTES, TensorSpec
+
+
+@dataclass(frozen=True)
+class TensorSignature:
+    dtype: str
+    rank: int
+    stride_order: tuple[int, ...]   # dims of extent > 1, outermost (largest stride) first; size-1 dims say nothing
+    dense: tuple[bool, ...]         # per dim: no gap between it and the next-inner dim (always True at extent 1)
+    inner_unit: bool                # the last dim (head dim) has stride 1
+    strides_aligned16: bool         # every stride of a dim of extent > 1, except a unit one, is a multiple of 16 bytes
+    heads: int | None               # H of (B, H, S, D) / (B, H, S), or of (H,) for a sink; None otherwise
+    head_dim: int | None            # D of a rank-4 tensor
+
+    @property
+    def kernel_tag(self) -> str:
+        """The part of the signature a shape-generic kernel is specialised on (strides are runtime values)."""
+        return f"{self.dtype}{'.u' if self.inner_unit else '.s'}{'.a16' if self.strides_aligned16 else ''}"
+
+
+def _order(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...]:
+    dims = [d for d, e in enumerate(shape) if e > 1]
+    return tuple(sorted(dims, key=lambda d: (-strides[d], d)))
+
+
+def _dense(shape: tuple[int, ...], strides: tuple[int, ...], order: tuple[int, ...]) -> tuple[bool, ...]:
+    dense = [True] * len(shape)
+    inner_span = 1  # stride a dim must have to sit right outside the dims inside it
+    for d in reversed(order):
+        dense[d] = strides[d] == inner_span
+        inner_span = strides[d] * shape[d]
+    return tuple(dense)
+
+
+def _heads(shape: tuple[int, ...], role_is_sink: bool) -> int | None:
+    if len(shape) in (3, 4):
+        return shape[1]
+    return shape[0] if role_is_sink and len(shape) == 1 else None
+
+
+def make_signature(dtype: str, shape: tuple[int, ...], strides: tuple[int, ...], *,
+                   sink: bool = False) -> TensorSignature:
+    """Signature of a tensor given as plain values (a graph spec or a runtime tensor's metadata)."""
+    shape, strides = tuple(shape), tuple(strides)
+    itemsize = DTYPE_BYTES.get(dtype, 1)
+    order = _order(shape, strides)
+    aligned = all((strides[d] * itemsize) % 16 == 0 for d in order if strides[d] != 1)
+    return TensorSignature(
+        dtype=dtype, rank=len(shape), stride_order=order, dense=_dense(shape, strides, order),
+        inner_unit=not shape or shape[-1] == 1 or strides[-1] == 1, strides_aligned16=aligned,
+        heads=_heads(shape, sink), head_dim=shape[3] if len(shape) == 4 else None,
+    )
+
+
+def spec_signature(spec: TensorSpec, *, sink: bool = False) -> TensorSignature:
+    return make_signature(spec.dtype, spec.shape, spec.effective_strides, sink=sink)
+
+
+def tensor_signature(t, *, sink: bool = False) -> TensorSignature:
+    """Signature of a torch tensor (duck-typed: torch is not imported here)."""
+    return make_signature(str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()), sink=sink)

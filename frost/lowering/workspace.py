@@ -1,0 +1,51 @@
+"""Workspace layout: named regions packed into one caller-owned byte buffer.
+
+The plan knows the layout (and so `workspace_size`) before execute, so a caller can allocate the buffer once and
+pass it to every call: execute then allocates nothing, which is what CUDA-graph capture needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ALIGN = 256  # bytes; every region (and the buffer itself) starts on this boundary
+
+
+@dataclass(frozen=True)
+class Region:
+    name: str
+    offset: int
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class WorkspaceLayout:
+    regions: tuple[Region, ...] = ()
+    size: int = 0
+
+    def region(self, name: str) -> Region:
+        for r in self.regions:
+            if r.name == name:
+                return r
+        raise KeyError(name)
+
+
+def align_up(n: int, align: int = ALIGN) -> int:
+    return (n + align - 1) // align * align
+
+
+def pack(requests: list[tuple[str, int]]) -> WorkspaceLayout:
+    """Lay `requests` (name, nbytes) out in order, each region 256-byte aligned; names must be unique."""
+    regions, offset = [], 0
+    seen: set[str] = set()
+    for name, nbytes in requests:
+        if name in seen:
+            raise ValueError(f"workspace region {name!r} requested twice")
+        seen.add(name)
+        regions.append(Region(name, offset, int(nbytes)))
+        offset = align_up(offset + int(nbytes))
+    return WorkspaceLayout(tuple(regions), offset)
+
+
+def carve(buffer, regions: tuple[Region, ...]) -> dict[str, object]:
+    """Byte views of `buffer` (a 1-D uint8 tensor), one per region; views only, nothing is allocated on the device."""
+    return {r.name: buffer[r.offset:r.offset + r.nbytes] for r in regions}

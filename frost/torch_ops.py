@@ -1,0 +1,103 @@
+"""torch.library custom ops and frost.attention, the autograd path.
+
+frost::attention_forward runs the reference engine (until a forward kernel exists); frost::sdpa_backward is frost's
+backward (functional.sdpa_backward). Both have fake implementations whose strides match the real outputs (the
+gradients are torch.empty_like their inputs, the forward's outputs are fresh contiguous tensors), so torch.compile
+traces them without graph breaks."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from frost.functional import sdpa_backward, window
+
+_NO_SINK = (0,)  # dsink's shape when there is no sink (a custom op cannot return None)
+
+
+@torch.library.custom_op("frost::sdpa_backward", mutates_args=())
+def sdpa_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor,
+                     seq_len_q: Optional[Tensor], seq_len_kv: Optional[Tensor], sink: Optional[Tensor],
+                     softmax_scale: Optional[float], causal: bool, window_left: Optional[int],
+                     window_right: Optional[int], causal_alignment: str, deterministic: bool
+                     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """BSHD backward; dsink is an empty (0,) tensor when there is no sink."""
+    dq, dk, dv, dsink = sdpa_backward(q, k, v, out, dout, lse, softmax_scale=softmax_scale, causal=causal,
+                                      window_size=(window_left, window_right), causal_alignment=causal_alignment,
+                                      seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink,
+                                      deterministic=deterministic)
+    return dq, dk, dv, dsink if dsink is not None else q.new_empty(_NO_SINK, dtype=torch.float32)
+
+
+@sdpa_backward_op.register_fake
+def _(q, k, v, out, dout, lse, seq_len_q, seq_len_kv, sink, softmax_scale, causal, window_left, window_right,
+      causal_alignment, deterministic):
+    dsink_shape = sink.shape if sink is not None else _NO_SINK
+    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
+            q.new_empty(dsink_shape, dtype=torch.float32))
+
+
+@torch.library.custom_op("frost::attention_forward", mutates_args=())
+def attention_forward_op(q: Tensor, k: Tensor, v: Tensor, seq_len_q: Optional[Tensor], seq_len_kv: Optional[Tensor],
+                         sink: Optional[Tensor], softmax_scale: Optional[float], causal: bool,
+                         window_left: Optional[int], window_right: Optional[int], causal_alignment: str
+                         ) -> tuple[Tensor, Tensor]:
+    """BSHD forward on the reference engine -> out (B, Sq, Hq, Dv) contiguous, lse (B, Hq, Sq) fp32."""
+    from frost.reference import attention_forward
+
+    o, lse = attention_forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=softmax_scale,
+                               causal=causal, alignment=causal_alignment, band_left=window_left,
+                               band_right=window_right, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink)
+    out = q.new_empty(_out_shape(q, v))
+    out.copy_(o.transpose(1, 2))
+    return out, lse.to(torch.float32).contiguous()
+
+
+@attention_forward_op.register_fake
+def _(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, window_left, window_right, causal_alignment):
+    b, sq, hq, _ = q.shape
+    return q.new_empty(_out_shape(q, v)), q.new_empty((b, hq, sq), dtype=torch.float32)
+
+
+def _out_shape(q: Tensor, v: Tensor) -> tuple:
+    return (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, seq_len_q, seq_len_kv, sink, *options = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, seq_len_q, seq_len_kv, sink)
+    ctx.options = options
+    ctx.has_sink = sink is not None
+
+
+def _backward(ctx, grad_out, grad_lse):
+    """Gradients for q, k, v and sink. LSE is an output for inspection: gradients flowing into it are ignored."""
+    q, k, v, out, lse, seq_len_q, seq_len_kv, sink = ctx.saved_tensors
+    scale, causal, left, right, alignment = ctx.options
+    dq, dk, dv, dsink = torch.ops.frost.sdpa_backward(q, k, v, out, _dense(grad_out), lse, seq_len_q, seq_len_kv,
+                                                      sink, scale, causal, left, right, alignment, False)
+    return dq, dk, dv, None, None, dsink if ctx.has_sink else None, None, None, None, None, None
+
+
+def _dense(t: Tensor) -> Tensor:
+    """Incoming gradients may be broadcast views (stride 0) or transposed: the backward wants the head dim dense."""
+    if t.stride(-1) != 1 or 0 in t.stride():
+        return t.contiguous()
+    return t
+
+
+attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: float | None = None, causal: bool = False,
+              window_size=(None, None), causal_alignment: str = "top_left", seq_len_q: Tensor | None = None,
+              seq_len_kv: Tensor | None = None, sink: Tensor | None = None, return_lse: bool = False):
+    """Attention on BSHD tensors with a frost backward: out (B, Sq, Hq, Dv), and lse (B, Hq, Sq) when
+    return_lse. Differentiable in q, k, v and sink; the forward runs the reference engine."""
+    left, right = window(window_size)
+    out, lse = torch.ops.frost.attention_forward(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, left,
+                                                 right, causal_alignment)
+    return (out, lse) if return_lse else out

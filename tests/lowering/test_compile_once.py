@@ -1,0 +1,79 @@
+"""Shape-generic kernels: a training loop whose B and S change compiles once per compile key.
+
+The cute_sm120 engine is forced with target="sm_120"; a fake compiler stands in for CuTe-DSL, so its "kernels" run
+(as no-ops) on CPU tensors and the whole host path (probe, lowering, caches, executor) is exercised."""
+
+import torch
+
+import frost.compile_api as api
+from frost.ir import sdpa_backward_graph
+from frost.kernels.api import choose_config, workspace_regions
+from frost.lowering import ALIGN, FakeCompiler, cache_stats, use_compiler
+
+PAIRS = [(b, s) for b in (1, 2, 3, 4) for s in (1, 77, 128, 1000, 4097)]
+
+
+class Recording(FakeCompiler):
+    """Kernels that remember what they were launched with (shapes and workspace regions only)."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def compile(self, unit):
+        super().compile(unit)
+
+        def kernel(*tensors, scale, workspace, stream=None):
+            self.calls.append(([tuple(t.shape) for t in tensors], scale, {n: v.numel() for n, v in workspace.items()}))
+
+        return kernel
+
+
+def _run(plan):
+    tensors = {}
+    for spec in plan.graph.tensors:
+        if spec.name not in plan.graph.sdpa_ops()[0].output_names():
+            dtype = getattr(torch, spec.dtype)
+            tensors[spec.name] = torch.empty_strided(spec.shape, spec.effective_strides, dtype=dtype)
+    return plan.execute(tensors, workspace=plan.new_workspace())
+
+
+def test_twenty_batch_and_sequence_pairs_compile_once():
+    with use_compiler("cute_sm120", Recording()) as compiler:
+        keys = set()
+        for b, s in PAIRS:
+            plan = api.compile(sdpa_backward_graph(b, 4, s, 64, dtype="bfloat16", causal=True), target="sm_120")
+            assert plan.engine == "cute_sm120"
+            keys |= set(plan.compile_keys)
+            _run(plan)
+    stats = cache_stats()
+    assert len(keys) == 1 and compiler.compiled == list(keys)
+    assert (stats.compiles, stats.misses, stats.kernel_hits) == (1, len(PAIRS), len(PAIRS) - 1)
+
+
+def test_runtime_features_share_a_kernel_and_dtypes_do_not(fake):
+    def key(**kw):
+        args = dict(dtype="bfloat16") | kw
+        graph = sdpa_backward_graph(2, 4, 64, args.pop("d", 64), **args)
+        return api.compile(graph, target="sm_120").compile_keys
+
+    same = {key(), key(causal=True), key(causal=True, alignment="bottom_right"), key(d=56), key(layout="bshd")}
+    assert len(same) == 1
+    assert key(dtype="float16") != key() and key(d=128) != key()
+    assert len(fake.compiled) == 3
+
+
+def test_workspace_layout_and_launch():
+    with use_compiler("cute_sm120", Recording()) as compiler:
+        plan = api.compile(sdpa_backward_graph(3, 4, 77, 64, dtype="float16", causal=True), target="sm_120")
+        out = _run(plan)
+    want = dict(workspace_regions(choose_config("float16", 64, 64, True, "top_left", "sm_120a"), 3, 4, 77, 77))
+    regions = {r.name: r for r in plan.ops[0].regions}
+    assert {n: r.nbytes for n, r in regions.items()} == want
+    assert all(r.offset % ALIGN == 0 for r in regions.values()) and plan.workspace_size % ALIGN == 0
+    assert plan.workspace_size >= sum(want.values())
+    assert plan.kernels[0].grid == (1, 4, 3)                         # ceil(77 / n_block=128) KV tiles, Hq, B
+    (shapes, scale, workspace), = compiler.calls
+    assert shapes == [(3, 4, 77, 64)] * 5 + [(3, 4, 77)] + [(3, 4, 77, 64)] * 3   # q k v o do lse dq dk dv
+    assert scale == 64 ** -0.5 and workspace == want
+    assert set(out) == {"attn.dq", "attn.dk", "attn.dv"}

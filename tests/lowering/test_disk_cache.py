@@ -1,0 +1,105 @@
+"""The kernel disk cache: round trip, restart (a fresh process), corruption and stale entries -> warning + recompile."""
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+from frost.lowering import FakeCompiler, KernelUnit, cache_stats, clear_caches
+from frost.lowering.disk_cache import DiskCache, EntryKey, active_disk_cache, default_root
+from frost.lowering.kernel_cache import KERNELS
+
+UNIT = KernelUnit("cute_sm120", "cute_sm120|bf16|d64|causal|plain", "sm_120a")
+
+
+def entry_path(compiler=None, unit=UNIT):
+    return active_disk_cache().path(EntryKey(unit.key, unit.arch, (compiler or FakeCompiler()).name))
+
+
+def test_default_root_honours_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("FROST_CACHE_DIR", str(tmp_path / "x"))
+    assert default_root() == tmp_path / "x"
+    monkeypatch.delenv("FROST_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_root() == tmp_path / "xdg" / "frost"
+    monkeypatch.setenv("FROST_DISK_CACHE", "0")
+    assert active_disk_cache() is None
+
+
+def test_key_includes_versions_arch_and_compiler(tmp_path):
+    disk = DiskCache(tmp_path)
+    key = EntryKey("k", "sm_120a", "fake", frost="1", cutlass="4.8.1")
+    others = [EntryKey("k", "sm_90a", "fake", "1", "4.8.1"), EntryKey("k", "sm_120a", "cute", "1", "4.8.1"),
+              EntryKey("k", "sm_120a", "fake", "2", "4.8.1"), EntryKey("k", "sm_120a", "fake", "1", "4.9"),
+              EntryKey("k2", "sm_120a", "fake", "1", "4.8.1")]
+    assert len({disk.path(k) for k in [key, *others]}) == 6
+    disk.store(key, b"payload")
+    assert disk.load(key) == b"payload" and all(disk.load(k) is None for k in others)
+
+
+def test_memory_then_disk_then_compile():
+    compiler = FakeCompiler()
+    KERNELS.get(compiler, UNIT)
+    KERNELS.get(compiler, UNIT)
+    assert (cache_stats().compiles, cache_stats().kernel_hits, cache_stats().disk_writes) == (1, 1, 1)
+    clear_caches()                           # a "new process": memory gone, disk kept
+    kernel = KERNELS.get(compiler, UNIT)
+    assert kernel.key == UNIT.key and cache_stats().compiles == 1 and cache_stats().disk_hits == 1
+    assert compiler.compiled == [UNIT.key]
+
+
+def test_garbage_entry_is_recompiled_with_a_warning(caplog):
+    compiler = FakeCompiler()
+    KERNELS.get(compiler, UNIT)
+    entry_path(compiler).write_bytes(b"\x00garbage\xff" * 10)
+    clear_caches()
+    with caplog.at_level(logging.WARNING, logger="frost"):
+        kernel = KERNELS.get(compiler, UNIT)
+    assert kernel.key == UNIT.key and len(compiler.compiled) == 2
+    assert cache_stats().disk_errors == 1 and "corrupt or stale" in caplog.text
+    assert entry_path(compiler).read_bytes().startswith(b"FROSTKC1")   # rewritten after the recompile
+
+
+def test_truncated_and_unloadable_entries(caplog):
+    compiler = FakeCompiler()
+    KERNELS.get(compiler, UNIT)
+    path = entry_path(compiler)
+    path.write_bytes(path.read_bytes()[:-3])                       # truncated: checksum fails
+    clear_caches()
+    KERNELS.get(compiler, UNIT)
+    other = FakeCompiler()                                          # same name, but rejects the payload
+    other.deserialize = lambda data, unit: (_ for _ in ()).throw(RuntimeError("cannot load module"))
+    clear_caches()
+    with caplog.at_level(logging.WARNING, logger="frost"):
+        KERNELS.get(other, UNIT)
+    assert len(compiler.compiled) == 2 and len(other.compiled) == 1
+    assert cache_stats().disk_errors == 2 and "unloadable (RuntimeError: cannot load module)" in caplog.text
+
+
+def test_unwritable_cache_dir_only_warns(monkeypatch, tmp_path, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("FROST_CACHE_DIR", str(blocker))
+    with caplog.at_level(logging.WARNING, logger="frost"):
+        assert KERNELS.get(FakeCompiler(), UNIT).key == UNIT.key
+    assert "cannot write kernel cache entry" in caplog.text
+
+
+CHILD = textwrap.dedent("""
+    import json
+    from frost.lowering import FakeCompiler, KernelUnit, cache_stats
+    from frost.lowering.kernel_cache import KERNELS
+    KERNELS.get(FakeCompiler(), KernelUnit("cute_sm120", "cute_sm120|bf16|d64|causal|plain", "sm_120a"))
+    print(json.dumps(cache_stats().as_dict()))
+""")
+
+
+def test_survives_process_restart(tmp_path):
+    import json
+
+    env = dict(os.environ, FROST_CACHE_DIR=str(tmp_path / "shared-cache"))
+    runs = [json.loads(subprocess.run([sys.executable, "-c", CHILD], env=env, check=True, capture_output=True,
+                                      text=True).stdout) for _ in range(2)]
+    assert (runs[0]["compiles"], runs[0]["disk_writes"]) == (1, 1)
+    assert (runs[1]["compiles"], runs[1]["disk_hits"]) == (0, 1)
