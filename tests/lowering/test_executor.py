@@ -44,7 +44,7 @@ BAD = {
     "dq shape": (lambda t: t | {"attn.dq": torch.zeros(2, 4, 24, 8)}, "'attn.dq' (dq of op 'attn').shape",
                  "(2, 4, 24, 16)"),
     "missing lse": (lambda t: {k: v for k, v in t.items() if k != "lse"}, "'lse' (lse of op 'attn')", "missing"),
-    "not a tensor": (lambda t: t | {"v": t["v"].numpy()}, "'v' (v of op 'attn')", "a torch.Tensor"),
+    "not a tensor": (lambda t: t | {"v": t["v"].tolist()}, "'v' (v of op 'attn')", "a torch.Tensor"),
     "unknown name": (lambda t: t | {"dq": torch.zeros(1)}, "tensors: got ['dq']", "names of the graph's tensors"),
 }
 
