@@ -32,6 +32,15 @@ class DemoResult:
     errors: dict[str, tuple[float, float]] = field(default_factory=dict)   # output -> (max abs, max rel)
     seconds: float = 0.0
 
+    @property
+    def bound(self) -> float:
+        """Max |error| / max |oracle| accepted: 8 ulps of the io dtype (bf16 2^-8, fp16 2^-11 per ulp)."""
+        return 8 * (2.0 ** -8 if self.shape.dtype == "bfloat16" else 2.0 ** -11)
+
+    @property
+    def passed(self) -> bool:
+        return all(rel <= self.bound for _, rel in self.errors.values())
+
 
 class _Steps:
     """Numbered progress lines with the time each step took."""
@@ -146,5 +155,7 @@ def render(r: DemoResult, plan) -> str:
              f"plan: {len(plan.kernels)} kernel(s), workspace {plan.workspace_size} bytes",
              "errors vs fp64 oracle (max abs, max abs / max |ref|):"]
     lines += [f"  {name:6s} {a:.3e}  {rel:.3e}" for name, (a, rel) in r.errors.items()]
+    verdict = "PASS" if r.passed else "FAIL"
+    lines.append(f"check: {verdict} (every output within {r.bound:.2e} x max|oracle|)")
     lines.append(f"wall time: {r.seconds:.2f} s")
     return "\n".join(lines)
