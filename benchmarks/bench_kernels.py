@@ -1,6 +1,7 @@
 """Backward TFLOP/s of frost's kernels vs torch SDPA's flash backend (FA2), same process, same inputs.
 
     python3 benchmarks/bench_kernels.py [--dtype bfloat16] [--iters 20] [--variants d64_n64m64,...]
+    python3 benchmarks/bench_kernels.py --features     # issue-6 features: GQA, sink, sliding window, deterministic
 
 B=4, H=16, S=4096, D=64/128, causal and not. Inputs are transposed views of BSHD memory (the layout both
 consume without copies). Backward FLOPs = 2.5 x forward, forward = 4*B*H*Sq*Skv*D, halved for causal.
@@ -87,13 +88,95 @@ class Case:
         return max((a.float() - r.float()).abs().max().item() for a, r in zip(got, ref))
 
 
+class GqaCase:
+    """(B, Hq, Hkv, S, D) causal, BSHD memory; O and LSE from torch flash on expanded K/V (timing only needs
+    realistic magnitudes, so the sink variants reuse this LSE)."""
+
+    def __init__(self, b, hq, hkv, s, d, dtype):
+        self.b, self.hq, self.hkv, self.s, self.d, self.dtype = b, hq, hkv, s, d, dtype
+
+        def bshd(h):
+            return torch.randn((b, s, h, d), device="cuda", dtype=dtype).transpose(1, 2)
+
+        self.q, self.k, self.v, self.do = bshd(hq), bshd(hkv), bshd(hkv), bshd(hq)
+        self.scale = 1 / math.sqrt(d)
+        g = hq // hkv
+        ke, ve = (t.repeat_interleave(g, dim=1) for t in (self.k, self.v))
+        o, lse = torch.ops.aten._scaled_dot_product_flash_attention(self.q, ke, ve, is_causal=True,
+                                                                    scale=self.scale)[:2]
+        self.o, self.lse = o, lse[..., :s].contiguous()
+        self.sink = torch.randn(hq, device="cuda")
+        self.dsink = torch.empty_like(self.sink)
+
+    def torch_fn(self):
+        """torch flash backward with enable_gqa (K/V not expanded)."""
+        qg, kg, vg = (t.clone().requires_grad_() for t in (self.q, self.k, self.v))
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            out = F.scaled_dot_product_attention(qg, kg, vg, is_causal=True, scale=self.scale, enable_gqa=True)
+        return lambda: torch.autograd.grad(out, (qg, kg, vg), self.do, retain_graph=True)
+
+    def frost_fn(self, **features):
+        from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
+
+        name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
+        cfg = choose_config(name, self.d, self.d, True, "top_left", detect_arch())
+        bwd = compile_backward(cfg)
+        ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
+              for n, x in workspace_regions(cfg, self.b, self.hq, self.s, self.s, heads_kv=self.hkv)}
+        grads = tuple(torch.empty_like(t) for t in (self.q, self.k, self.v))
+        if features.pop("with_sink", False):
+            features.update(sink=self.sink, dsink=self.dsink)
+
+        def run():
+            bwd(self.q, self.k, self.v, self.o, self.do, self.lse, *grads, scale=self.scale, workspace=ws,
+                **features)
+            return grads
+
+        return run
+
+
+def bench_features(dtype, iters):
+    """The issue-6 benchmark set: gpt-oss shape with/without sink, 128-token window + sink, deterministic; GQA
+    2,32,8,4096,128 vs torch flash (enable_gqa)."""
+    print(f"{'case':>44} | {'ms':>8} | vs")
+    gpt = GqaCase(2, 64, 8, 4096, 64, dtype)
+    base = _time(gpt.frost_fn(), iters)
+
+    def row(name, t, ref=base):
+        print(f"{name:>44} | {t:8.3f} | " + (f"{t / ref:5.3f}x frost causal" if ref else ""), flush=True)
+
+    row("gpt-oss causal", base, None)
+    row("gpt-oss causal + sink", _time(gpt.frost_fn(with_sink=True), iters))
+    row("gpt-oss window 128 + sink", _time(gpt.frost_fn(with_sink=True, band_left=128), iters))
+    try:
+        row("gpt-oss causal, torch flash enable_gqa", _time(gpt.torch_fn(), iters))
+    except RuntimeError as e:
+        print(f"torch flash enable_gqa unavailable: {e}")
+    gqa = GqaCase(2, 32, 8, 4096, 128, dtype)
+    t_f = _time(gqa.frost_fn(), iters)
+    try:
+        t_t = _time(gqa.torch_fn(), iters)
+        print(f"{'GQA 2,32,8,4096,128 causal frost':>44} | {t_f:8.3f} | torch flash {t_t:.3f} ms: "
+              f"frost speedup {t_t / t_f:5.3f}x", flush=True)
+    except RuntimeError as e:
+        print(f"GQA frost {t_f:.3f} ms; torch flash enable_gqa unavailable: {e}")
+    row("gpt-oss causal deterministic", _time(gpt.frost_fn(deterministic=True), iters))
+    row("gpt-oss causal + sink deterministic", _time(gpt.frost_fn(with_sink=True, deterministic=True), iters))
+    d128 = _time(gqa.frost_fn(deterministic=True), iters)
+    print(f"{'GQA 2,32,8,4096,128 deterministic':>44} | {d128:8.3f} | {d128 / t_f:5.3f}x default", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--variants", default="", help="comma-separated names from bench_variants.VARIANTS")
+    ap.add_argument("--features", action="store_true", help="the issue-6 feature benchmarks only")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
+    if args.features:
+        print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
+        return bench_features(dtype, args.iters)
     variants = {}
     if args.variants:
         from bench_variants import VARIANTS

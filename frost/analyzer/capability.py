@@ -41,8 +41,8 @@ REFERENCE = Capability(
 CUTE_SM120 = Capability(
     engine="cute_sm120", targets=("sm_120", "sm_121", "sm_90"),
     dtypes=("float16", "bfloat16"), head_dim=HeadDims(multiple_of=8, max=256), dv_le_dqk=True,
-    masks=("none", "causal"), alignments=("top_left", "bottom_right"),
-    gqa=False, padding=False, sink=False, deterministic=False,
+    masks=("none", "causal", "band"), alignments=("top_left", "bottom_right"),
+    gqa=True, padding=True, sink=True, deterministic=True,
     needs_head_dim_contiguous=True, needs_16b_strides=True, max_smem_bytes=99 * 1024,
     description="CuTe-DSL mma.sync + ldmatrix kernels for the SM120 class (built for sm_90a on Hopper)",
 )

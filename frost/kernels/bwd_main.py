@@ -1,6 +1,8 @@
 """The fused attention-backward main kernel (FlashAttention-2 style, KV-stationary).
 
-One CTA owns a KV tile (``n_block`` keys) of one (batch, head) and walks the query tiles that can see it. Per query
+One CTA owns a KV tile (``n_block`` keys) of one (batch, kv head) and walks the query tiles that can see it, for each
+query head of the kv head's GQA group in head order (dK/dV of the group summed in registers in a fixed order: no
+partials, deterministic). Per query
 tile it recomputes P^T = exp2(S^T * scale * log2e - LSE * log2e) from K, Q and the LSE (no max or sum), then runs
 the five GEMMs on mma.sync m16n8k16 with ldmatrix operands:
 
@@ -18,10 +20,14 @@ fp32 registers for the whole walk and are written once; dQ is added into an fp32
 
 Loads are cp.async (16 B per thread), with Q (+ LSE, delta) and dO double-buffered where shared memory allows;
 a single-buffered operand is refilled right after the mid-step barrier, overlapping the dQ GEMM. Everything outside
-the logical tensor (rows past the sequence, columns past the head dim) is zero-filled in shared memory.
+the batch's valid range (rows past seq_len_q[b] / keys past seq_len_kv[b], columns past the head dim) is
+zero-filled in shared memory, so padded keys get exact-zero dK/dV rows (the whole tile is stored) and padded rows
+add exact zeros to dQ. The walk is trimmed to the query tiles the band and the lengths let see the KV tile
+(mask.py), so a window-W backward costs O(S*W). Deterministic mode orders the dQ adds (see dq_order_wait).
 
-Batch, heads, sequence lengths, logical head dims, strides, the scale and the mask offset are runtime values; the
-compiled code depends only on the dtype and the tile config (see tiles.py).
+Batch, heads, GQA group, sequence lengths (full and per batch), logical head dims, strides, the scale, the band
+bounds, the alignment and the feature flags are runtime values; the compiled code depends only on the dtype and
+the tile config (see tiles.py).
 """
 
 
@@ -34,7 +40,8 @@ from cutlass import Float32, Int32, Int64
 from cutlass.cute.nvgpu import cpasync, warp
 
 from frost.kernels import cute_utils as cu
-from frost.kernels.mask import AttentionMask
+from frost.kernels.mask import (FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask)
+from frost.kernels.preprocess import SEM_ROWS
 from frost.kernels.tiles import TileConfig
 
 
@@ -53,39 +60,45 @@ class BwdMainKernel:
     @cute.jit
     def __call__(self, pQ: cute.Pointer, pK: cute.Pointer, pV: cute.Pointer, pdO: cute.Pointer,
                  pLSE2: cute.Pointer, pDelta: cute.Pointer, pdQacc: cute.Pointer, pdK: cute.Pointer,
-                 pdV: cute.Pointer, batch: Int32, heads: Int32, seqlen_q: Int32, seqlen_kv: Int32,
+                 pdV: cute.Pointer, pSeqQ: cute.Pointer, pSeqKV: cute.Pointer, pSem: cute.Pointer,
+                 batch: Int32, heads: Int32, heads_kv: Int32, seqlen_q: Int32, seqlen_kv: Int32,
                  seqlen_q_pad: Int32, head_dim: Int32, head_dim_v: Int32,
                  q_sb: Int64, q_sh: Int64, q_ss: Int64, k_sb: Int64, k_sh: Int64, k_ss: Int64,
                  v_sb: Int64, v_sh: Int64, v_ss: Int64, do_sb: Int64, do_sh: Int64, do_ss: Int64,
                  dk_sb: Int64, dk_sh: Int64, dk_ss: Int64, dv_sb: Int64, dv_sh: Int64, dv_ss: Int64,
-                 scale: Float32, scale_log2: Float32, right_offset: Int32, stream: cuda.CUstream):
-        def bhsd(p, s, d, sb, sh, ss):
+                 scale: Float32, scale_log2: Float32, band_left: Int32, band_right: Int32, flags: Int32,
+                 stream: cuda.CUstream):
+        def bhsd(p, h, s, d, sb, sh, ss):
             stride = (cute.assume(sb, divby=8), cute.assume(sh, divby=8), cute.assume(ss, divby=8), 1)
-            return cute.make_tensor(p, cute.make_layout((batch, heads, s, d), stride=stride))
+            return cute.make_tensor(p, cute.make_layout((batch, h, s, d), stride=stride))
 
         sqp = cute.assume(seqlen_q_pad, divby=128)
         row_stride = cute.assume(Int64(sqp), divby=128)
-        mQ = bhsd(pQ, seqlen_q, head_dim, q_sb, q_sh, q_ss)
-        mK = bhsd(pK, seqlen_kv, head_dim, k_sb, k_sh, k_ss)
-        mV = bhsd(pV, seqlen_kv, head_dim_v, v_sb, v_sh, v_ss)
-        mdO = bhsd(pdO, seqlen_q, head_dim_v, do_sb, do_sh, do_ss)
-        mdK = bhsd(pdK, seqlen_kv, head_dim, dk_sb, dk_sh, dk_ss)
-        mdV = bhsd(pdV, seqlen_kv, head_dim_v, dv_sb, dv_sh, dv_ss)
         vec_layout = cute.make_layout((batch, heads, sqp),
                                       stride=(cute.assume(row_stride * heads, divby=128), row_stride, 1))
-        mLSE2 = cute.make_tensor(pLSE2, vec_layout)
-        mDelta = cute.make_tensor(pDelta, vec_layout)
         acc_rs = cute.assume(row_stride * self.D, divby=128)
-        mdQacc = cute.make_tensor(pdQacc, cute.make_layout(
-            (batch, heads, sqp, self.D), stride=(cute.assume(acc_rs * heads, divby=128), acc_rs, self.D, 1)))
-
+        n_sem = sqp // SEM_ROWS
+        t = SimpleNamespace(
+            Q=bhsd(pQ, heads, seqlen_q, head_dim, q_sb, q_sh, q_ss),
+            K=bhsd(pK, heads_kv, seqlen_kv, head_dim, k_sb, k_sh, k_ss),
+            V=bhsd(pV, heads_kv, seqlen_kv, head_dim_v, v_sb, v_sh, v_ss),
+            dO=bhsd(pdO, heads, seqlen_q, head_dim_v, do_sb, do_sh, do_ss),
+            dK=bhsd(pdK, heads_kv, seqlen_kv, head_dim, dk_sb, dk_sh, dk_ss),
+            dV=bhsd(pdV, heads_kv, seqlen_kv, head_dim_v, dv_sb, dv_sh, dv_ss),
+            LSE2=cute.make_tensor(pLSE2, vec_layout), Delta=cute.make_tensor(pDelta, vec_layout),
+            dQacc=cute.make_tensor(pdQacc, cute.make_layout(
+                (batch, heads, sqp, self.D), stride=(cute.assume(acc_rs * heads, divby=128), acc_rs, self.D, 1))),
+            SeqQ=cute.make_tensor(pSeqQ, cute.make_layout(batch)),
+            SeqKV=cute.make_tensor(pSeqKV, cute.make_layout(batch)),
+            Sem=cute.make_tensor(pSem, cute.make_layout((batch, heads, n_sem), stride=(n_sem * heads, n_sem, 1))))
         smem = self._smem_layouts()
         storage_cls = self._storage_cls(smem)
         self.smem_bytes = storage_cls.size_in_bytes()
-        grid = (cute.ceil_div(seqlen_kv, self.N), heads, batch)
-        self.kernel(mQ, mK, mV, mdO, mLSE2, mDelta, mdQacc, mdK, mdV, scale, scale_log2, right_offset,
-                    storage_cls).launch(grid=grid, block=[self.num_threads, 1, 1], stream=stream,
-                                        min_blocks_per_mp=self.tile.min_blocks, preferred_smem_carveout=100)
+        grid = (cute.ceil_div(seqlen_kv, self.N), heads_kv, batch)
+        self.kernel(t.Q, t.K, t.V, t.dO, t.LSE2, t.Delta, t.dQacc, t.dK, t.dV, t.SeqQ, t.SeqKV, t.Sem,
+                    heads // heads_kv, scale, scale_log2, band_left, band_right, flags, storage_cls).launch(
+            grid=grid, block=[self.num_threads, 1, 1], stream=stream, min_blocks_per_mp=self.tile.min_blocks,
+            preferred_smem_carveout=100)
 
     def _smem_layouts(self):
         t, N, M, D = self.tile, self.N, self.M, self.D
@@ -125,54 +138,75 @@ class BwdMainKernel:
     # ------------------------------------------------------------------------------------------------ the kernel
     @cute.kernel
     def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mdO: cute.Tensor, mLSE2: cute.Tensor,
-               mDelta: cute.Tensor, mdQacc: cute.Tensor, mdK: cute.Tensor, mdV: cute.Tensor, scale: Float32,
-               scale_log2: Float32, right_offset: Int32, storage_cls: cutlass.Constexpr):
+               mDelta: cute.Tensor, mdQacc: cute.Tensor, mdK: cute.Tensor, mdV: cute.Tensor, mSeqQ: cute.Tensor,
+               mSeqKV: cute.Tensor, mSem: cute.Tensor, group: Int32, scale: Float32, scale_log2: Float32,
+               band_left: Int32, band_right: Int32, flags: Int32, storage_cls: cutlass.Constexpr):
         tidx, _, _ = cute.arch.thread_idx()
-        n_block, head, batch = cute.arch.block_idx()
-        seqlen_q, seqlen_kv = mQ.shape[2], mK.shape[2]
-        mask = AttentionMask(seqlen_q, seqlen_kv, right_offset)
-        g = self._gmem_views(mQ, mK, mV, mdO, mLSE2, mDelta, mdQacc, mdK, mdV, batch, head, n_block)
         s = self._smem_tensors(self._smem_layouts(), storage_cls)
-        ld = self._loaders(g, s, tidx, mQ.shape[3], mV.shape[3], seqlen_q, seqlen_kv)
         mm = self._mma_operands(self._tiled_mmas(), s, tidx)
-
-        m_begin = mask.m_block_begin(n_block, self.N, self.M)
-        m_end = mask.m_block_end(self.M)
-        cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, seqlen_kv, ld.head_dim)
+        args = SimpleNamespace(Q=mQ, K=mK, V=mV, dO=mdO, LSE2=mLSE2, Delta=mDelta, dQacc=mdQacc, dK=mdK, dV=mdV,
+                               SeqQ=mSeqQ, SeqKV=mSeqKV, Sem=mSem, group=group, band_left=band_left,
+                               band_right=band_right, flags=flags)
         for p in cutlass.range_constexpr(len(self.passes)):
             do_dv, do_dk = self.passes[p]
+            # everything per pass is re-derived from the kernel arguments (constant bank) so that nothing but
+            # the accumulators stays live across a pass (two-pass tiles run at the register limit)
+            mask, g, ld, walk = self._setup(args, s, tidx)
+            if cutlass.const_expr(p == 0):
+                cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim)
             if cutlass.const_expr(do_dk):
-                cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, seqlen_kv, ld.head_dim_v)
-            if m_begin < m_end:
-                self._load_q(ld, m_begin, 0, do_dk)
-                self._load_do(ld, m_begin, 0)
+                cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
+            if walk.n_iter > 0:
+                self._load_q(ld, walk.head0, walk.m_begin, 0, do_dk)
+                self._load_do(ld, walk.head0, walk.m_begin, 0)
             cute.arch.cp_async_commit_group()
             acc = self._make_acc(mm, do_dv, do_dk)
-            for m_block in cutlass.range(m_begin, m_end, 1):
-                self._walk_step(ld, mm, mask, acc, m_block, m_begin, m_end, n_block, scale_log2, do_dv, do_dk)
+            head, m_block = walk.head0, walk.m_begin
+            for it in cutlass.range(0, walk.n_iter, 1):
+                head, m_block = self._walk_step(ld, mm, mask, acc, walk, it, head, m_block, scale_log2, do_dv,
+                                                do_dk)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
-            self._store_dkv(mm, acc, g, tidx, seqlen_kv, ld, scale, do_dv, do_dk)
+            if cutlass.const_expr(do_dk):
+                head_last, m_last = self._walk_prev(mask, walk, head, m_block)  # (head, m_block) is one past the last
+                self._release_dq(ld, walk, head_last, m_last, walk.n_iter > 0)
+            self._store_dkv(mm, acc, g, mK.shape[2], mQ.shape[3], mV.shape[3], scale, do_dv, do_dk)
 
     # ------------------------------------------------------------------------------------------------ setup helpers
     @cute.jit
-    def _gmem_views(self, mQ, mK, mV, mdO, mLSE2, mDelta, mdQacc, mdK, mdV, batch, head, n_block):
+    def _setup(self, a, s, tidx):
+        """This CTA's batch lengths, mask, KV-side tiles, loaders and walk (every query tile [m_begin, m_end)
+        of each query head of the GQA group, heads in order: dK/dV sum over the group in registers, in a fixed
+        order)."""
+        det = (a.flags & FLAG_DETERMINISTIC) != 0
+        bx, head_kv, batch = cute.arch.block_idx()
+        n_block = bx
+        if det:
+            n_block = cute.arch.grid_dim()[0] - 1 - bx  # see dq_order_wait: higher KV tiles start first
+        seqlen_q = batch_length(a.SeqQ, a.flags, FLAG_SEQ_Q, batch, a.Q.shape[2])
+        seqlen_kv = batch_length(a.SeqKV, a.flags, FLAG_SEQ_KV, batch, a.K.shape[2])
+        mask = make_mask(seqlen_q, seqlen_kv, a.band_left, a.band_right, a.flags)
+        g = self._gmem_views(a.Q, a.K, a.V, a.dK, a.dV, batch, head_kv, n_block)
+        q_side = SimpleNamespace(Q=a.Q, dO=a.dO, LSE2=a.LSE2, Delta=a.Delta, dQacc=a.dQacc, Sem=a.Sem, batch=batch)
+        ld = self._loaders(g, s, q_side, tidx, a.Q.shape[3], a.V.shape[3], seqlen_q)
+        m_begin, m_end = mask.m_block_range(n_block, self.N, self.M)
+        n_m = cutlass.max(m_end - m_begin, 0)
+        walk = SimpleNamespace(m_begin=m_begin, n_iter=n_m * a.group, head0=head_kv * a.group,
+                               n_block=n_block, det=det)
+        return mask, g, ld, walk
+
+    @cute.jit
+    def _gmem_views(self, mQ, mK, mV, mdK, mdV, batch, head_kv, n_block):
+        """The CTA's fixed KV-side tiles; the query side is sliced per (head, tile) by the loaders."""
         N, M, D = self.N, self.M, self.D
-        head_kv = head  # GQA (next issue): head // (heads_q // heads_kv)
-        q_bh, do_bh = mQ[batch, head, None, None], mdO[batch, head, None, None]
         k_bh, v_bh = mK[batch, head_kv, None, None], mV[batch, head_kv, None, None]
+        q_shape = mQ[batch, 0, None, None].shape
         return SimpleNamespace(
-            gQ=cute.local_tile(q_bh, (M, D), (None, 0)),
-            cQ=cute.local_tile(cute.make_identity_tensor(q_bh.shape), (M, D), (None, 0)),
-            gdO=cute.local_tile(do_bh, (M, D), (None, 0)),
-            cdO=cute.local_tile(cute.make_identity_tensor(do_bh.shape), (M, D), (None, 0)),
+            cQ=cute.local_tile(cute.make_identity_tensor(q_shape), (M, D), (None, 0)),
             gK=cute.local_tile(k_bh, (N, D), (n_block, 0)),
             cK=cute.local_tile(cute.make_identity_tensor(k_bh.shape), (N, D), (n_block, 0)),
             gV=cute.local_tile(v_bh, (N, D), (n_block, 0)),
             cV=cute.local_tile(cute.make_identity_tensor(v_bh.shape), (N, D), (n_block, 0)),
-            gLSE2=cute.local_tile(mLSE2[batch, head, None], (M,), (None,)),
-            gDelta=cute.local_tile(mDelta[batch, head, None], (M,), (None,)),
-            gdQacc=cute.local_tile(mdQacc[batch, head, None, None], (M, D), (None, 0)),
             gdK=cute.local_tile(mdK[batch, head_kv, None, None], (N, D), (n_block, 0)),
             gdV=cute.local_tile(mdV[batch, head_kv, None, None], (N, D), (n_block, 0)),
             cdKV=cute.local_tile(cute.make_identity_tensor(k_bh.shape), (N, D), (n_block, 0)))
@@ -194,21 +228,20 @@ class BwdMainKernel:
             Kt=cu.transpose_view(sK, N, D), dS=cu.transpose_view(sdSt, N, M))
 
     @cute.jit
-    def _loaders(self, g, s, tidx, head_dim, head_dim_v, seqlen_q, seqlen_kv):
+    def _loaders(self, g, s, q_side, tidx, head_dim, head_dim_v, seqlen_q):
         copy = cu.make_gmem_copy(self.dtype, self.num_threads, self.D)
         thr = copy.get_slice(tidx)
         vec_atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
         vec_copy = cute.make_tiled_copy_tv(vec_atom, cute.make_layout(self.M // 4), cute.make_layout(4))
         vthr = vec_copy.get_slice(tidx % (self.M // 4))
         return SimpleNamespace(
-            copy=copy, vec_copy=vec_copy, tidx=tidx, head_dim=head_dim, head_dim_v=head_dim_v,
-            seqlen_q=seqlen_q, gdQacc=g.gdQacc,
-            tQgQ=thr.partition_S(g.gQ), tQsQ=thr.partition_D(s.Q), tQcQ=thr.partition_S(g.cQ),
-            tdOgdO=thr.partition_S(g.gdO), tdOsdO=thr.partition_D(s.dO), tdOcdO=thr.partition_S(g.cdO),
+            copy=copy, thr=thr, vec_copy=vec_copy, vthr=vthr, tidx=tidx, head_dim=head_dim,
+            head_dim_v=head_dim_v, seqlen_q=seqlen_q, qQ=q_side.Q, qdO=q_side.dO, qLSE2=q_side.LSE2,
+            qDelta=q_side.Delta, qdQacc=q_side.dQacc, qSem=q_side.Sem, batch=q_side.batch,
+            tQsQ=thr.partition_D(s.Q), tQcQ=thr.partition_S(g.cQ), tdOsdO=thr.partition_D(s.dO),
             tKgK=thr.partition_S(g.gK), tKsK=thr.partition_D(s.K), tKcK=thr.partition_S(g.cK),
             tVgV=thr.partition_S(g.gV), tVsV=thr.partition_D(s.V), tVcV=thr.partition_S(g.cV),
-            tLgL=vthr.partition_S(g.gLSE2), tLsL=vthr.partition_D(s.LSE2),
-            tDgD=vthr.partition_S(g.gDelta), tDsD=vthr.partition_D(s.Delta))
+            tLsL=vthr.partition_D(s.LSE2), tDsD=vthr.partition_D(s.Delta))
 
     @cute.jit
     def _mma_operands(self, mmas: cutlass.Constexpr, s, tidx):
@@ -260,37 +293,81 @@ class BwdMainKernel:
 
     # ------------------------------------------------------------------------------------------------ loads
     @cute.jit
-    def _load_q(self, ld, m_block, stage, with_delta: cutlass.Constexpr):
-        cu.load_tile_zfill(ld.copy, ld.tQgQ[None, None, None, m_block], ld.tQsQ[None, None, None, stage],
-                           ld.tQcQ[None, None, None, m_block], ld.seqlen_q, ld.head_dim)
-        if ld.tidx < self.M // 4:
-            cute.copy(ld.vec_copy, ld.tLgL[None, None, m_block], ld.tLsL[None, None, stage])
-            if cutlass.const_expr(with_delta):
-                cute.copy(ld.vec_copy, ld.tDgD[None, None, m_block], ld.tDsD[None, None, stage])
+    def _q_tile(self, t: cute.Tensor, ld, head, m_block):
+        """The (M, D) tile ``m_block`` of query-side tensor ``t`` (B, H, S, D) for this batch and ``head``."""
+        return cute.local_tile(t[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
 
     @cute.jit
-    def _load_do(self, ld, m_block, stage):
-        cu.load_tile_zfill(ld.copy, ld.tdOgdO[None, None, None, m_block], ld.tdOsdO[None, None, None, stage],
-                           ld.tdOcdO[None, None, None, m_block], ld.seqlen_q, ld.head_dim_v)
+    def _load_q(self, ld, head, m_block, stage, with_delta: cutlass.Constexpr):
+        cu.load_tile_zfill(ld.copy, ld.thr.partition_S(self._q_tile(ld.qQ, ld, head, m_block)),
+                           ld.tQsQ[None, None, None, stage], ld.tQcQ[None, None, None, m_block], ld.seqlen_q,
+                           ld.head_dim)
+        # (no helper call taking ``ld`` inside the runtime branch: the tracer would thread all of ld through it)
+        vec_copy, lse_src = ld.vec_copy, ld.vthr.partition_S(self._row_vec(ld.qLSE2, ld, head, m_block))
+        delta_src = ld.vthr.partition_S(self._row_vec(ld.qDelta, ld, head, m_block))
+        lse_dst, delta_dst = ld.tLsL[None, None, stage], ld.tDsD[None, None, stage]
+        if ld.tidx < self.M // 4:
+            cute.copy(vec_copy, lse_src, lse_dst)
+            if cutlass.const_expr(with_delta):
+                cute.copy(vec_copy, delta_src, delta_dst)
+
+    @cute.jit
+    def _row_vec(self, t: cute.Tensor, ld, head, m_block):
+        """The (M,) tile ``m_block`` of a per-row fp32 workspace vector (B, H, S_pad) for this batch and head."""
+        return cute.local_tile(t[ld.batch, head, None], (self.M,), (m_block,))
+
+    @cute.jit
+    def _load_do(self, ld, head, m_block, stage):
+        cu.load_tile_zfill(ld.copy, ld.thr.partition_S(self._q_tile(ld.qdO, ld, head, m_block)),
+                           ld.tdOsdO[None, None, None, stage], ld.tQcQ[None, None, None, m_block], ld.seqlen_q,
+                           ld.head_dim_v)
 
     # ------------------------------------------------------------------------------------------------ one query tile
     @cute.jit
-    def _walk_step(self, ld, mm, mask, acc, m_block, m_begin, m_end, n_block, scale_log2,
-                   do_dv: cutlass.Constexpr, do_dk: cutlass.Constexpr):
+    def _walk_next(self, mask, walk, head, m_block):
+        """(query head, query tile) of the step after (head, m_block): tiles in order, then the next head. The
+        tile range is re-derived from the mask rather than kept live (two-pass tiles run at the register limit)."""
+        m_begin, m_end = mask.m_block_range(walk.n_block, self.N, self.M)
+        m_next, head_next = m_block + 1, head
+        if m_next == m_end:
+            m_next, head_next = m_begin, head + 1
+        return head_next, m_next
+
+    @cute.jit
+    def _walk_prev(self, mask, walk, head, m_block):
+        """(query head, query tile) of the step before (head, m_block) (meaningless for the first step)."""
+        m_begin, m_end = mask.m_block_range(walk.n_block, self.N, self.M)
+        m_prev, head_prev = m_block - 1, head
+        if m_block == m_begin:
+            m_prev, head_prev = m_end - 1, head - 1
+        return head_prev, m_prev
+
+    @cute.jit
+    def _release_dq(self, ld, walk, head, m_block, valid):
+        """Deterministic mode: release query tile (head, m_block) to the next KV tile (after a CTA barrier)."""
+        dq_order_release(ld.qSem[ld.batch, head, None], m_block * (self.M // SEM_ROWS), walk.det & valid, ld.tidx)
+
+    @cute.jit
+    def _walk_step(self, ld, mm, mask, acc, walk, it, head, m_block, scale_log2, do_dv: cutlass.Constexpr,
+                   do_dk: cutlass.Constexpr):
+        """One query tile of the walk; returns the (head, tile) of the next step."""
         t = self.tile
-        it = m_block - m_begin
         q_stage, do_stage = it % t.q_stages, it % t.do_stages
-        has_next = m_block + 1 < m_end
+        head_next, m_next = self._walk_next(mask, walk, head, m_block)
+        has_next = it + 1 < walk.n_iter
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
+        if cutlass.const_expr(do_dk):
+            head_prev, m_prev = self._walk_prev(mask, walk, head, m_block)
+            self._release_dq(ld, walk, head_prev, m_prev, it > 0)
         if has_next:
             if cutlass.const_expr(t.q_stages == 2):
-                self._load_q(ld, m_block + 1, 1 - q_stage, do_dk)
+                self._load_q(ld, head_next, m_next, 1 - q_stage, do_dk)
             if cutlass.const_expr(t.do_stages == 2):
-                self._load_do(ld, m_block + 1, 1 - do_stage)
+                self._load_do(ld, head_next, m_next, 1 - do_stage)
         cute.arch.cp_async_commit_group()
 
-        accP = self._probabilities(mm, mask, m_block, n_block, q_stage, scale_log2)
+        accP = self._probabilities(mm, mask, m_block, walk.n_block, q_stage, scale_log2)
         if cutlass.const_expr(do_dv):
             rP = cu.convert(accP, self.dtype)
             cu.gemm_rs(mm.kv, acc.dV, cu.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, do_stage],
@@ -305,12 +382,13 @@ class BwdMainKernel:
             cute.arch.sync_threads()  # dS^T complete in smem; every warp is done with this tile's Q and dO
         if has_next:
             if cutlass.const_expr(t.q_stages == 1):
-                self._load_q(ld, m_block + 1, 0, do_dk)
+                self._load_q(ld, head_next, m_next, 0, do_dk)
             if cutlass.const_expr(t.do_stages == 1):
-                self._load_do(ld, m_block + 1, 0)
+                self._load_do(ld, head_next, m_next, 0)
         cute.arch.cp_async_commit_group()
         if cutlass.const_expr(do_dk):
-            self._dq_step(mm, ld, m_block)
+            self._dq_step(mm, ld, mask, walk, head, m_block)
+        return head_next, m_next
 
     @cute.jit
     def _probabilities(self, mm, mask, m_block, n_block, q_stage, scale_log2):
@@ -345,34 +423,42 @@ class BwdMainKernel:
         return cu.convert(accdP, self.dtype)
 
     @cute.jit
-    def _dq_step(self, mm, ld, m_block):
-        """dQ[tile] += dS . K, in head-dim chunks, red.global.add.v2.f32 into the fp32 accumulator."""
+    def _dq_step(self, mm, ld, mask, walk, head, m_block):
+        """dQ[tile] += dS . K, in head-dim chunks, red.global.add.v2.f32 into the fp32 accumulator (in KV-tile
+        order when deterministic)."""
         chunk = self.tile.dq_chunk
+        gdQacc = cute.local_tile(ld.qdQacc[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
+        sem_row, sem_index = ld.qSem[ld.batch, head, None], m_block * (self.M // SEM_ROWS)
+        dq_order_wait(sem_row, sem_index, mask.last_n_block(m_block, self.N, self.M) - walk.n_block, walk.det)
         for c in cutlass.range_constexpr(self.D // chunk):
             accdQ = cute.make_rmem_tensor(mm.thr_dq.partition_shape_C((self.M, chunk)), Float32)
             accdQ.fill(0.0)
             kt = mm.cBq.partition_S(cute.local_tile(mm.sKt, (chunk, self.N), (c, 0)))
             cu.gemm_ss(mm.dq, accdQ, mm.cAq, mm.sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
-            gdq = mm.thr_dq.partition_C(cute.local_tile(ld.gdQacc[None, None, m_block], (self.M, chunk), (0, c)))
+            gdq = mm.thr_dq.partition_C(cute.local_tile(gdQacc, (self.M, chunk), (0, c)))
             for i in cutlass.range_constexpr(cute.size(accdQ, mode=[1])):
                 for j in cutlass.range_constexpr(cute.size(accdQ, mode=[2])):
                     for v in cutlass.range_constexpr(2):
                         cute.arch.red(gdq[(None, v), i, j].iterator, accdQ[(None, v), i, j].load(), op="add",
                                       dtype=Float32, sem="relaxed", scope="gpu")
+        if walk.det:
+            cute.arch.fence_acq_rel_gpu()
 
     # ------------------------------------------------------------------------------------------------ epilogue
     @cute.jit
-    def _store_dkv(self, mm, acc, g, tidx, seqlen_kv, ld, scale, do_dv: cutlass.Constexpr,
+    def _store_dkv(self, mm, acc, g, seqlen_kv, hd, hdv, scale, do_dv: cutlass.Constexpr,
                    do_dk: cutlass.Constexpr):
+        """dK/dV of the whole tile up to the tensor's extent: keys past the batch's length (never visible) hold
+        exact zeros in the accumulators, so padded rows come out as zeros."""
         coords = mm.thr_kv.partition_C(g.cdKV)
         if cutlass.const_expr(do_dv):
             self._store_acc(cu.convert(acc.dV, self.dtype), mm.thr_kv.partition_C(g.gdV), coords, seqlen_kv,
-                            ld.head_dim_v)
+                            hdv)
         if cutlass.const_expr(do_dk):
             for i in cutlass.range_constexpr(cute.size(acc.dK)):
                 acc.dK[i] = acc.dK[i] * scale
             self._store_acc(cu.convert(acc.dK, self.dtype), mm.thr_kv.partition_C(g.gdK), coords, seqlen_kv,
-                            ld.head_dim)
+                            hd)
 
     @cute.jit
     def _store_acc(self, r, t_dst, t_coord, row_limit, col_limit):
@@ -383,3 +469,25 @@ class BwdMainKernel:
                     crd = t_coord[(0, v), i, j]
                     if (crd[0] < row_limit) & (crd[1] < col_limit):
                         t_dst[(None, v), i, j].store(r[(None, v), i, j].load())
+
+
+# Deterministic mode: the KV tiles visiting a query tile add their dQ in a fixed order, highest KV tile first. One
+# semaphore per (batch, query head, 16 query rows) counts the tiles done; the visitor of rank r (r =
+# AttentionMask.last_n_block - n_block) waits for r, adds, then releases r + 1. Highest first is the order in which
+# the tiles reach a query tile anyway under causal and band masks (a KV tile's walk starts at its diagonal), so the
+# waits are short (ascending order would make every tile wait for the longest walk). The block index is mapped in
+# reverse in this mode (n_block = grid.x - 1 - block.x), so the tiles waited on have lower block indices and are
+# scheduled first (no deadlock). No extra CTA barrier: every thread polls the semaphore itself (ld.acquire), fences
+# its own adds, and thread 0 releases the tile after the walk's next existing barrier (every thread's adds are then
+# fenced and done).
+@cute.jit
+def dq_order_wait(sem_row: cute.Tensor, index: Int32, rank: Int32, enabled: cutlass.Boolean):
+    if enabled:
+        cu.spin_until_equal(sem_row.iterator + index, rank)
+
+
+@cute.jit
+def dq_order_release(sem_row: cute.Tensor, index: Int32, enabled: cutlass.Boolean, tidx: Int32):
+    """Call after a CTA barrier that follows every thread's fenced adds of the tile."""
+    if enabled & (tidx == 0):
+        cute.arch.atomic_add(sem_row.iterator + index, Int32(1), sem="release", scope="gpu")

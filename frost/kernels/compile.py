@@ -1,8 +1,9 @@
 """Compile key -> compiled kernels (preprocess, main, dq convert) for one target arch.
 
 Only what changes the generated code is in the key: dtype, padded head dim (which fixes the tile config) and
-arch. Batch, heads, sequence lengths, logical head dims, strides, scale and the mask (causal or not, top-left or
-bottom-right) are runtime arguments, so one compiled set serves every shape and mask kind of its key.
+arch. Batch, heads (and the GQA group), sequence lengths (full and per batch), logical head dims, strides, scale,
+the mask (band bounds, alignment), the sink and deterministic mode are runtime arguments (flags and pointers), so
+one compiled set serves every shape and feature combination of its key.
 Compiling for an arch other than the device's (or with no GPU) is a cross-compile: the result can be inspected
 (PTX, cubin) but not launched."""
 
@@ -26,7 +27,7 @@ class KernelKey:
 
     def as_str(self) -> str:
         t = self.tile
-        return (f"frost.bwd.v1:{self.arch}:{self.dtype}:d{self.head_dim_pad}:n{t.n_block}m{t.m_block}"
+        return (f"frost.bwd.v2:{self.arch}:{self.dtype}:d{self.head_dim_pad}:n{t.n_block}m{t.m_block}"
                 f":s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}")
 
 
@@ -67,12 +68,14 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     i32, i64, stream = Int32(1), Int64(8), make_fake_stream()
     pre_k = PreprocessKernel(dt, key.head_dim_pad)
     pre = cute.compile(pre_k, ptr(dt), ptr(dt), ptr(Float32, 4), ptr(Float32), ptr(Float32), ptr(Float32),
-                       *[i32] * 5, *[i64] * 9, stream, options=opts)
+                       ptr(Int32, 4), ptr(Float32, 4), ptr(Float32, 4), ptr(Int32, 4),
+                       *[i32] * 6, *[i64] * 9, stream, options=opts)
     main_k = BwdMainKernel(dt, tile or key.tile)
-    main = cute.compile(main_k, *[ptr(dt)] * 4, *[ptr(Float32)] * 3, *[ptr(dt)] * 2, *[i32] * 7, *[i64] * 18,
-                        Float32(1.0), Float32(1.0), i32, stream, options=opts)
+    main = cute.compile(main_k, *[ptr(dt)] * 4, *[ptr(Float32)] * 3, *[ptr(dt)] * 2, *[ptr(Int32, 4)] * 3,
+                        *[i32] * 8, *[i64] * 18, Float32(1.0), Float32(1.0), *[i32] * 3, stream, options=opts)
     cvt_k = DqConvertKernel(dt, key.head_dim_pad)
-    cvt = cute.compile(cvt_k, ptr(Float32), ptr(dt), *[i32] * 5, *[i64] * 3, Float32(1.0), stream, options=opts)
+    cvt = cute.compile(cvt_k, ptr(Float32), ptr(dt), ptr(Float32, 4), ptr(Float32, 4), *[i32] * 6, *[i64] * 3,
+                       Float32(1.0), stream, options=opts)
     cubins = {}
     if keep_cubin:
         cubins = {"preprocess": pre.__cubin__, "main": main.__cubin__, "dq_convert": cvt.__cubin__}

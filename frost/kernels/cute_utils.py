@@ -6,6 +6,8 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import dsl_user_op
 
 _SWIZZLE_BY_ATOM_COLS = {64: 3, 32: 2, 16: 1}
 
@@ -105,3 +107,16 @@ def make_gmem_copy(dtype, num_threads: int, cols: int, async_copy: bool = True) 
     tpr = atom_cols // elems
     thr = cute.make_layout((num_threads // tpr, tpr), stride=(tpr, 1))
     return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, elems)))
+
+
+@dsl_user_op
+def spin_until_equal(ptr: cute.Pointer, value: Int32, *, loc=None, ip=None) -> None:
+    """Busy-wait (one thread) until the int32 at global ``ptr`` equals ``value`` (ld.acquire.gpu). One asm block,
+    so the compiler sees no loop around it (a visible loop there costs the main kernel ~20 registers)."""
+    from cutlass.cute.arch.nvvm_wrappers import _normalize_ptr
+
+    llvm.inline_asm(
+        None, [_normalize_ptr(ptr, loc=loc, ip=ip), Int32(value).ir_value(loc=loc, ip=ip)],
+        "{\n\t.reg .pred p;\n\t.reg .b32 v;\n\tFROST_SPIN_${:uid}:\n\t"
+        "ld.acquire.gpu.global.b32 v, [$0];\n\tsetp.ne.s32 p, v, $1;\n\t@p bra FROST_SPIN_${:uid};\n\t}",
+        "l,r,~{memory}", has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)

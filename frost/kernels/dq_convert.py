@@ -1,5 +1,8 @@
 """dQ convert: dq[b, h, i, :d] = scale * dq_accum[b, h, i, :d] in the io dtype (the main kernel accumulates the
-unscaled dS . K in fp32). Grid: (ceil(seqlen_q / 128), heads, batch), 128 threads; per (dtype, head_dim_pad)."""
+unscaled dS . K in fp32; rows past a batch's seq_len_q hold exact zeros there, so they come out as zeros).
+With a sink, CTA (0, h, 0) also reduces the preprocess's dsink partials of head h over (batch, row block) in a
+fixed order: dsink[h] = sum_b sum_blk part[b, h, blk] (deterministic).
+Grid: (ceil(seqlen_q / 128), heads, batch), 128 threads; per (dtype, head_dim_pad)."""
 
 import cuda.bindings.driver as cuda
 import cutlass
@@ -7,6 +10,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels import rowwise as rw
+from frost.kernels.mask import FLAG_SINK
 
 
 class DqConvertKernel:
@@ -17,21 +21,25 @@ class DqConvertKernel:
         self.rows_per_pass = rw.NUM_THREADS // self.tpr
 
     @cute.jit
-    def __call__(self, pdQacc: cute.Pointer, pdQ: cute.Pointer, batch: Int32, heads: Int32, seqlen_q: Int32,
-                 seqlen_q_pad: Int32, head_dim: Int32, dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, scale: Float32,
-                 stream: cuda.CUstream):
+    def __call__(self, pdQacc: cute.Pointer, pdQ: cute.Pointer, pDsinkPart: cute.Pointer, pDsink: cute.Pointer,
+                 batch: Int32, heads: Int32, seqlen_q: Int32, seqlen_q_pad: Int32, head_dim: Int32, flags: Int32,
+                 dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, scale: Float32, stream: cuda.CUstream):
         sqp = cute.assume(seqlen_q_pad, divby=rw.SEQ_PAD)
         rs = cute.assume(Int64(sqp) * self.D, divby=rw.SEQ_PAD)
         mdQacc = cute.make_tensor(pdQacc, cute.make_layout(
             (batch, heads, sqp, self.D), stride=(cute.assume(rs * heads, divby=rw.SEQ_PAD), rs, self.D, 1)))
         stride = (cute.assume(dq_sb, divby=8), cute.assume(dq_sh, divby=8), cute.assume(dq_ss, divby=8), 1)
         mdQ = cute.make_tensor(pdQ, cute.make_layout((batch, heads, seqlen_q, head_dim), stride=stride))
-        self.kernel(mdQacc, mdQ, scale).launch(
+        n_blk = sqp // rw.ROWS_PER_CTA
+        mPart = cute.make_tensor(pDsinkPart, cute.make_layout((heads, n_blk, batch), stride=(n_blk, 1, n_blk * heads)))
+        mDsink = cute.make_tensor(pDsink, cute.make_layout(heads))
+        self.kernel(mdQacc, mdQ, mPart, mDsink, flags, scale).launch(
             grid=(cute.ceil_div(seqlen_q, rw.ROWS_PER_CTA), heads, batch), block=[rw.NUM_THREADS, 1, 1],
             stream=stream)
 
     @cute.kernel
-    def kernel(self, mdQacc: cute.Tensor, mdQ: cute.Tensor, scale: Float32):
+    def kernel(self, mdQacc: cute.Tensor, mdQ: cute.Tensor, mPart: cute.Tensor, mDsink: cute.Tensor, flags: Int32,
+               scale: Float32):
         tidx, _, _ = cute.arch.thread_idx()
         blk, head, batch = cute.arch.block_idx()
         seqlen_q, head_dim = mdQ.shape[2], mdQ.shape[3]
@@ -43,3 +51,16 @@ class DqConvertKernel:
                 if (row < seqlen_q) & (chunk * rw.CHUNK < head_dim):
                     acc = rw.chunk_view(mdQacc[batch, head, row, None], chunk).load()
                     rw.chunk_view(mdQ[batch, head, row, None], chunk).store((acc * scale).to(self.dtype))
+        if ((flags & FLAG_SINK) != 0) & (blk == 0) & (batch == 0) & (tidx < 32):
+            self._reduce_dsink(mPart[head, None, None], mDsink, head, tidx)
+
+    @cute.jit
+    def _reduce_dsink(self, part_h: cute.Tensor, mDsink: cute.Tensor, head, lane):
+        """One warp: lane-strided sums over the (row block, batch) partials of one head, then a butterfly."""
+        n_blk = part_h.shape[0]
+        acc = Float32(0.0)
+        for i in cutlass.range(lane, cute.size(part_h), 32):
+            acc = acc + part_h[i % n_blk, i // n_blk]
+        acc = rw.quad_sum(acc, 32)
+        if lane == 0:
+            mDsink[head] = acc

@@ -1,16 +1,20 @@
 """The attention mask: ONE predicate object shared by every kernel.
 
-A key j is visible to a query row i iff ``j < seqlen_kv`` and ``j <= i + right_offset`` (rows ``i >= seqlen_q``
-need no test: the preprocess gives them LSE = +inf, so P = 0 there). The host folds the mask kind into the
-runtime value ``right_offset``:
+Per batch b (lengths ``sq = seq_len_q[b]``, ``skv = seq_len_kv[b]``, default the full extents) a key j is visible
+to a query row i iff ``j < skv`` and ``left_offset <= j - i <= right_offset``, where the diagonal is
+``diag = skv - sq`` (bottom-right) or 0 (top-left), ``right_offset = diag + R`` and ``left_offset = diag - L``
+for the band (L, R); an unbounded side is the sentinel ``NO_BOUND`` (no key reaches it). Rows ``i >= sq`` need
+no test: the preprocess gives them LSE = +inf and their Q/dO are zero-filled, so P = 0 there.
 
-- no causal mask: ``NO_BOUND`` (a right bound no key reaches);
-- causal, top-left: 0; causal, bottom-right: ``seqlen_kv - seqlen_q``;
-- (next issue) a right band R adds R; a left band L becomes a ``left_offset`` with the symmetric test, and
-  per-batch padded lengths replace the two seqlens by per-batch loads -- all runtime values of this object.
+- no mask: (L, R) = (NO_BOUND, NO_BOUND); causal: (NO_BOUND, 0); right-band widening: (NO_BOUND, R);
+  sliding window: (L, 0) or (L, R).
 
-Because the mask kind is data, causal and non-causal problems run the same compiled kernel: the kernel only
-spends mask work on the tiles that straddle a bound (``tile_needs_mask``)."""
+Everything is a runtime value (lengths, bounds, alignment): one compiled kernel serves every mask kind; only
+tiles that straddle a bound spend work on the predicate (``tile_needs_mask``), and the query-tile walk of a KV
+tile is trimmed to the rows the band and the lengths can reach (``m_block_range``), so a window-W backward
+costs O(S*W).
+
+Runtime feature flags travel as one Int32 bit field (``FLAG_*``)."""
 
 from dataclasses import dataclass
 
@@ -19,7 +23,22 @@ import cutlass.cute as cute
 from cutlass import Int32
 
 NO_BOUND = 1 << 30
+MAX_SEQ = 1 << 28           # sequence extents above this could overflow the Int32 offset arithmetic
 ALIGNMENTS = ("top_left", "bottom_right")
+
+FLAG_SEQ_Q = 1              # seq_len_q pointer is valid
+FLAG_SEQ_KV = 2             # seq_len_kv pointer is valid
+FLAG_BOTTOM_RIGHT = 4       # diagonal anchored at j = i + (skv - sq)
+FLAG_DETERMINISTIC = 8      # dQ contributions added in KV-tile order (semaphores)
+FLAG_SINK = 16              # sink logits given: compute dsink
+
+
+def _bound(name: str, value) -> int:
+    if value is None:
+        return NO_BOUND
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name}: got {value!r}; accepted: None (unbounded) or an int >= 0")
+    return min(value, NO_BOUND)
 
 
 @dataclass(frozen=True)
@@ -28,45 +47,82 @@ class MaskSpec:
 
     causal: bool
     alignment: str = "top_left"
+    band_left: int | None = None
+    band_right: int | None = None
 
     def __post_init__(self):
         if self.alignment not in ALIGNMENTS:
-            raise ValueError(f"alignment {self.alignment!r} not in {ALIGNMENTS}")
+            raise ValueError(f"alignment: got {self.alignment!r}; accepted: one of {ALIGNMENTS}")
+        _bound("band_left", self.band_left)
+        _bound("band_right", self.band_right)
 
-    def right_offset(self, seqlen_q: int, seqlen_kv: int) -> int:
-        if not self.causal:
-            return NO_BOUND
-        return seqlen_kv - seqlen_q if self.alignment == "bottom_right" else 0
+    def bounds(self) -> tuple[int, int]:
+        """(L, R) runtime values; causal means R defaults to 0."""
+        right = self.band_right if self.band_right is not None or not self.causal else 0
+        return _bound("band_left", self.band_left), _bound("band_right", right)
+
+    def flags(self) -> int:
+        return FLAG_BOTTOM_RIGHT if self.alignment == "bottom_right" else 0
+
+
+@cute.jit
+def batch_length(mSeq: cute.Tensor, flags: Int32, flag: cutlass.Constexpr, batch: Int32, full: Int32) -> Int32:
+    """One batch's length: ``mSeq[batch]`` when ``flag`` is set in ``flags``, else the full extent."""
+    n = full
+    if (flags & flag) != 0:
+        n = mSeq[batch]
+    return n
+
+
+@cute.jit
+def make_mask(sq: Int32, skv: Int32, band_left: Int32, band_right: Int32, flags: Int32) -> "AttentionMask":
+    """The mask of one batch from its lengths and the runtime band / alignment values."""
+    diag = Int32(0)
+    if (flags & FLAG_BOTTOM_RIGHT) != 0:
+        diag = skv - sq
+    return AttentionMask(sq, skv, diag - band_left, diag + band_right)
 
 
 @dataclass(frozen=True)
 class AttentionMask:
-    """Device side, built inside a kernel from runtime values."""
+    """Device side, built inside a kernel from runtime values (see ``make_mask``)."""
 
     seqlen_q: Int32
     seqlen_kv: Int32
+    left_offset: Int32
     right_offset: Int32
 
     @cute.jit
-    def m_block_begin(self, n_block: Int32, n_block_size: cutlass.Constexpr, m_block_size: cutlass.Constexpr) -> Int32:
-        """First query tile that sees any key of KV tile ``n_block``."""
-        first_row = cutlass.max(n_block * n_block_size - self.right_offset, 0)
-        return first_row // m_block_size
+    def m_block_range(self, n_block: Int32, n_block_size: cutlass.Constexpr, m_block_size: cutlass.Constexpr):
+        """[begin, end) of the query tiles holding a row that sees a key of KV tile ``n_block``
+        (begin >= end: none). Rows i see keys j in [i + left_offset, i + right_offset] with j < seqlen_kv."""
+        key0 = n_block * n_block_size
+        first_row = cutlass.max(key0 - self.right_offset, 0)
+        last_key = cutlass.min(key0 + n_block_size, self.seqlen_kv) - 1
+        rows_end = cutlass.min(cutlass.max(last_key - self.left_offset + 1, 0), self.seqlen_q)
+        if key0 >= self.seqlen_kv:
+            rows_end = Int32(0)
+        return first_row // m_block_size, (rows_end + m_block_size - 1) // m_block_size
 
     @cute.jit
-    def m_block_end(self, m_block_size: cutlass.Constexpr) -> Int32:
-        return (self.seqlen_q + m_block_size - 1) // m_block_size
+    def last_n_block(self, m_block: Int32, n_block_size: cutlass.Constexpr, m_block_size: cutlass.Constexpr) -> Int32:
+        """The highest KV tile whose ``m_block_range`` holds ``m_block`` (call only from a KV tile that does): the
+        KV tiles visiting a query tile are contiguous, so a visitor's rank from the top is ``last - n_block``."""
+        return cutlass.min((m_block * m_block_size + m_block_size - 1 + self.right_offset) // n_block_size,
+                           (self.seqlen_kv - 1) // n_block_size)
 
     @cute.jit
     def tile_needs_mask(self, m_block: Int32, n_block: Int32, m_block_size: cutlass.Constexpr,
                         n_block_size: cutlass.Constexpr) -> cutlass.Boolean:
         """True when some (row, key) of the tile is hidden (rows past seqlen_q excepted, see module doc)."""
-        key_end = (n_block + 1) * n_block_size
-        return (key_end > self.seqlen_kv) | (key_end - 1 > m_block * m_block_size + self.right_offset)
+        key0 = n_block * n_block_size
+        row0 = m_block * m_block_size
+        return ((key0 + n_block_size > self.seqlen_kv) | (key0 + n_block_size - 1 > row0 + self.right_offset)
+                | (key0 < row0 + m_block_size - 1 + self.left_offset))
 
     @cute.jit
     def visible(self, row: Int32, key: Int32) -> cutlass.Boolean:
-        return (key < self.seqlen_kv) & (key <= row + self.right_offset)
+        return (key < self.seqlen_kv) & (key <= row + self.right_offset) & (key >= row + self.left_offset)
 
     @cute.jit
     def zero_hidden_transposed(self, p_mn: cute.Tensor, coord_mn: cute.Tensor, m_block: Int32, n_block: Int32,

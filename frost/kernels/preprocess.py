@@ -1,11 +1,16 @@
 """Backward preprocess: per query row, delta = rowsum(dO o O) in fp32 and LSE in log2 units (a row with
 LSE = -inf, i.e. no visible key, gets +inf so that P = exp2(s - inf) = 0 exactly); rows past seqlen_q up to the
 padded length get (LSE2 = +inf, delta = 0), so the main kernel loads whole tiles unguarded and padded rows
-contribute nothing. Also zeroes the fp32 dQ accumulator (padded rows included).
+contribute nothing. Rows past the batch's own length seq_len_q[b] count as padded (their O, dO, LSE are never
+read). Also zeroes the fp32 dQ accumulator (padded rows included) and the dQ-order semaphores of its rows
+(deterministic mode), and, with a sink, writes this CTA's dsink partial
+-sum_{valid rows} exp(sink_h - LSE) * delta into ``dsink_part[b, h, blk]`` (summed in a fixed order, so
+deterministic; the dq-convert kernel reduces the partials).
 
 Grid: (seqlen_q_pad / 128, heads, batch), 128 threads; compiled per (dtype, head_dim_pad)."""
 
 import math
+from types import SimpleNamespace
 
 import cuda.bindings.driver as cuda
 import cutlass
@@ -13,8 +18,12 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels import rowwise as rw
+from frost.kernels.mask import FLAG_SEQ_Q, FLAG_SINK, batch_length
 
 LOG2_E = math.log2(math.e)
+
+
+SEM_ROWS = 16  # one dQ-order semaphore per 16 query rows (the smallest query tile)
 
 
 class PreprocessKernel:
@@ -26,8 +35,9 @@ class PreprocessKernel:
 
     @cute.jit
     def __call__(self, pO: cute.Pointer, pdO: cute.Pointer, pLSE: cute.Pointer, pLSE2: cute.Pointer,
-                 pDelta: cute.Pointer, pdQacc: cute.Pointer, batch: Int32, heads: Int32, seqlen_q: Int32,
-                 seqlen_q_pad: Int32, head_dim_v: Int32, o_sb: Int64, o_sh: Int64, o_ss: Int64,
+                 pDelta: cute.Pointer, pdQacc: cute.Pointer, pSeqQ: cute.Pointer, pSink: cute.Pointer,
+                 pDsinkPart: cute.Pointer, pSem: cute.Pointer, batch: Int32, heads: Int32, seqlen_q: Int32,
+                 seqlen_q_pad: Int32, head_dim_v: Int32, flags: Int32, o_sb: Int64, o_sh: Int64, o_ss: Int64,
                  do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
                  stream: cuda.CUstream):
         def bhsd(p, sb, sh, ss):
@@ -36,35 +46,71 @@ class PreprocessKernel:
 
         sqp = cute.assume(seqlen_q_pad, divby=rw.SEQ_PAD)
         rs = cute.assume(Int64(sqp), divby=rw.SEQ_PAD)
+        n_blk = sqp // rw.ROWS_PER_CTA
         mLSE = cute.make_tensor(pLSE, cute.make_layout((batch, heads, seqlen_q), stride=(lse_sb, lse_sh, lse_ss)))
         vec = cute.make_layout((batch, heads, sqp), stride=(cute.assume(rs * heads, divby=rw.SEQ_PAD), rs, 1))
         acc_rs = cute.assume(rs * self.D, divby=rw.SEQ_PAD)
         mdQacc = cute.make_tensor(pdQacc, cute.make_layout(
             (batch, heads, sqp * self.D), stride=(cute.assume(acc_rs * heads, divby=rw.SEQ_PAD), acc_rs, 1)))
+        n_sem = sqp // SEM_ROWS
+        mSem = cute.make_tensor(pSem, cute.make_layout((batch, heads, n_sem), stride=(n_sem * heads, n_sem, 1)))
+        mPart = cute.make_tensor(pDsinkPart, cute.make_layout((batch, heads, n_blk),
+                                                              stride=(n_blk * heads, n_blk, 1)))
+        side = SimpleNamespace(seq_q=cute.make_tensor(pSeqQ, cute.make_layout(batch)),
+                               sink=cute.make_tensor(pSink, cute.make_layout(heads)), part=mPart, sem=mSem)
         self.kernel(bhsd(pO, o_sb, o_sh, o_ss), bhsd(pdO, do_sb, do_sh, do_ss), mLSE,
-                    cute.make_tensor(pLSE2, vec), cute.make_tensor(pDelta, vec), mdQacc).launch(
-            grid=(sqp // rw.ROWS_PER_CTA, heads, batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
+                    cute.make_tensor(pLSE2, vec), cute.make_tensor(pDelta, vec), mdQacc, side.seq_q, side.sink,
+                    side.part, side.sem, flags).launch(
+            grid=(n_blk, heads, batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mO: cute.Tensor, mdO: cute.Tensor, mLSE: cute.Tensor, mLSE2: cute.Tensor,
-               mDelta: cute.Tensor, mdQacc: cute.Tensor):
+               mDelta: cute.Tensor, mdQacc: cute.Tensor, mSeqQ: cute.Tensor, mSink: cute.Tensor,
+               mPart: cute.Tensor, mSem: cute.Tensor, flags: Int32):
         tidx, _, _ = cute.arch.thread_idx()
         blk, head, batch = cute.arch.block_idx()
-        seqlen_q, head_dim_v = mO.shape[2], mO.shape[3]
+        head_dim_v = mO.shape[3]
+        seqlen_q = batch_length(mSeqQ, flags, FLAG_SEQ_Q, batch, mO.shape[2])
         o_bh, do_bh = mO[batch, head, None, None], mdO[batch, head, None, None]
         lane, row_in_pass = tidx % self.tpr, tidx // self.tpr
+        sTerm = cutlass.memory.SmemAllocator().allocate_tensor(Float32, cute.make_layout(rw.ROWS_PER_CTA), 16)
+        has_sink = (flags & FLAG_SINK) != 0
+        sink = Float32(0.0)
+        if has_sink:
+            sink = mSink[head]
         for p in cutlass.range_constexpr(rw.ROWS_PER_CTA // self.rows_per_pass):
-            row = blk * rw.ROWS_PER_CTA + p * self.rows_per_pass + row_in_pass
+            local = p * self.rows_per_pass + row_in_pass
+            row = blk * rw.ROWS_PER_CTA + local
             delta = self._row_dot(o_bh, do_bh, row, lane, seqlen_q, head_dim_v)
             delta = rw.quad_sum(delta, self.tpr)
             if lane == 0:
                 lse2 = Float32(math.inf)
+                term = Float32(0.0)
                 if row < seqlen_q:
                     lse = mLSE[batch, head, row]
                     lse2 = lse * LOG2_E if lse != -Float32.inf else Float32(math.inf)
+                    if has_sink:
+                        term = cute.math.exp2((sink - lse) * LOG2_E) * delta
                 mLSE2[batch, head, row] = lse2
                 mDelta[batch, head, row] = delta
+                sTerm[local] = term
         self._zero_rows(mdQacc[batch, head, None], blk, tidx)
+        if tidx < rw.ROWS_PER_CTA // SEM_ROWS:
+            mSem[batch, head, blk * (rw.ROWS_PER_CTA // SEM_ROWS) + tidx] = Int32(0)
+        if has_sink:
+            cute.arch.sync_threads()
+            self._dsink_partial(sTerm, mPart, batch, head, blk, tidx)
+
+    @cute.jit
+    def _dsink_partial(self, sTerm, mPart, batch, head, blk, tidx):
+        """Warp 0 sums the CTA's row terms in a fixed order (lane-strided, then a butterfly)."""
+        if tidx < 32:
+            acc = Float32(0.0)
+            for i in cutlass.range_constexpr(rw.ROWS_PER_CTA // 32):
+                acc = acc + sTerm[i * 32 + tidx]
+            acc = rw.quad_sum(acc, 32)
+            if tidx == 0:
+                mPart[batch, head, blk] = -acc
 
     @cute.jit
     def _row_dot(self, o_bh, do_bh, row, lane, seqlen_q, head_dim_v) -> Float32:

@@ -32,7 +32,7 @@ def _only_glue():
 def test_probe_supported_exits_0_and_prints_the_report(graph_file, capsys):
     assert main(["probe", graph_file(gpt_oss()), "--target", "sm_120a"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("target sm_120: supported") and "[sink]" in out
+    assert out.startswith("target sm_120: supported") and "-> cute_sm120" in out
 
 
 def test_probe_json(graph_file, capsys):

@@ -20,6 +20,11 @@ def test_baseline_is_served_by_the_kernels():
     assert report.ops[0].declined == {}
 
 
+# An engine narrower than cute_sm120 (which now serves every mask, GQA, padding, sink and deterministic mode): the
+# decline rules for those features are exercised against it.
+NARROW = dataclasses.replace(CUTE_SM120, masks=("none", "causal"), gqa=False, padding=False, sink=False,
+                             deterministic=False)
+
 # (graph, target, capability, expected [(code, field)]) -- each case breaks exactly one rule
 ALONE = {
     "target": (baseline, "cpu", CUTE_SM120, [("target", "target")]),
@@ -29,14 +34,14 @@ ALONE = {
                           CUTE_SM120, [("head_dim_multiple", "head_dim_qk")]),
     "head_dim_max": (lambda: custom(dqk=264, dv=256), "sm_121", CUTE_SM120, [("head_dim_max", "head_dim_qk")]),
     "dv_gt_dqk": (lambda: custom(dqk=64, dv=128, causal=True), "sm_120", CUTE_SM120, [("dv_gt_dqk", "head_dim_v")]),
-    "mask": (lambda: baseline(band_left=128), "sm_120", CUTE_SM120, [("mask", "mask")]),
+    "mask": (lambda: baseline(band_left=128), "sm_120", NARROW, [("mask", "mask")]),
     "alignment": (lambda: baseline(alignment="bottom_right"), "sm_120",
                   dataclasses.replace(CUTE_SM120, alignments=("top_left",)), [("alignment", "alignment")]),
-    "gqa": (lambda: baseline(heads_kv=2), "sm_120", CUTE_SM120, [("gqa", "gqa_group")]),
-    "padding": (lambda: baseline(padded=True), "sm_120", CUTE_SM120,
+    "gqa": (lambda: baseline(heads_kv=2), "sm_120", NARROW, [("gqa", "gqa_group")]),
+    "padding": (lambda: baseline(padded=True), "sm_120", NARROW,
                 [("padding", "has_padding_q"), ("padding", "has_padding_kv")]),
-    "sink": (lambda: baseline(sink=True), "sm_120", CUTE_SM120, [("sink", "has_sink")]),
-    "deterministic": (lambda: baseline(deterministic=True), "sm_90", CUTE_SM120,
+    "sink": (lambda: baseline(sink=True), "sm_120", NARROW, [("sink", "has_sink")]),
+    "deterministic": (lambda: baseline(deterministic=True), "sm_90", NARROW,
                       [("deterministic", "deterministic")]),
     # head dim stored outermost-but-one (B, S, D, H): stride 8 on D, still 16-byte aligned
     "layout_head_dim": (lambda: custom(strides=lambda s: permuted_strides(s, (0, 2, 3, 1)), causal=True), "sm_120",
@@ -64,7 +69,7 @@ def test_every_code_has_a_test_on_its_own():
 
 
 def test_several_reasons_at_once_are_all_reported_in_rule_order():
-    report = probe(gpt_oss(), "cpu")
+    report = probe(gpt_oss(), "cpu", engines=(NARROW, REFERENCE))
     op = report.ops[0]
     assert op.engine == "reference" and list(op.declined) == ["cute_sm120"]
     assert [(r.code, r.field) for r in op.declined["cute_sm120"]] == [
@@ -93,7 +98,7 @@ def test_unlisted_cuda_arch_is_served_by_reference_only():
 
 
 def test_pinned_engine_that_declines_gives_unsupported_not_an_exception():
-    report = probe(gpt_oss(), "sm_120", engines=(CUTE_SM120,))
+    report = probe(gpt_oss(), "sm_120", engines=(NARROW,))
     assert not report.supported and report.engines == {"attn": None}
     assert "NOT supported" in report.to_text() and "[sink]" in report.to_text()
 
@@ -101,4 +106,5 @@ def test_pinned_engine_that_declines_gives_unsupported_not_an_exception():
 def test_right_band_widening_is_a_band_mask():
     facts = _facts(baseline(band_right=16))
     assert (facts.mask, facts.band_left, facts.band_right) == ("band", None, 16)
-    assert [r.code for r in declines(CUTE_SM120, facts, "sm_120")] == ["mask"]
+    assert [r.code for r in declines(NARROW, facts, "sm_120")] == ["mask"]
+    assert declines(CUTE_SM120, facts, "sm_120") == []

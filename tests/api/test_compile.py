@@ -51,16 +51,16 @@ def test_unknown_engine_and_target():
 
 
 def test_fallback_on_a_gpu_is_logged_once_per_reason(caplog):
-    gqa = dict(heads_kv=2)
+    wide_v = dict(head_dim_v=128)                               # Dv > Dqk: cute_sm120 declines
     with caplog.at_level(logging.WARNING, logger="frost"):
-        plan = api.compile(mha(**gqa), target="sm_120")
-        api.compile(mha(seq=128, **gqa), target="sm_120")       # same reasons: not logged again
+        plan = api.compile(mha(**wide_v), target="sm_120")
+        api.compile(mha(seq=128, **wide_v), target="sm_120")    # same reasons: not logged again
     assert plan.engine == "reference"
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and "cute_sm120 declines" in lines[0] and "[gqa]" in lines[0]
+    assert len(lines) == 1 and "cute_sm120 declines" in lines[0] and "[dv_gt_dqk]" in lines[0]
     with caplog.at_level(logging.WARNING, logger="frost"):
-        api.compile(mha(sink=True), target="sm_120")            # a new reason: logged
-    assert "[sink]" in caplog.records[-1].getMessage()
+        api.compile(mha(head_dim_v=60), target="sm_120")        # a new reason: logged
+    assert "[head_dim_multiple]" in caplog.records[-1].getMessage()
 
 
 def test_ops_frost_does_not_claim_are_left_to_the_caller():

@@ -3,9 +3,9 @@ checks the machine code: the main kernel's SASS has HMMA (mma.sync) and LDSM (ld
 memory (no spills, no stack frame); the main kernel's shared memory fits the SM120 limit (99 KB).
 
 The served set is small by design: the compiled code depends only on (dtype, padded head dim, arch) -- logical
-head dims, sequence lengths, strides and the mask kind (none / causal top-left / causal bottom-right) are runtime
-values -- so 2 dtypes x 8 padded head dims x 2 archs = 32 kernel sets cover every head dim (multiple of 8,
-<= 256, Dv <= Dqk) and mask. Compiles run in parallel processes (one per CPU).
+head dims, sequence lengths (full and per batch), strides, the mask (band bounds, alignment), the GQA group, the
+sink and deterministic mode are runtime values -- so 2 dtypes x 8 padded head dims x 2 archs = 32 kernel sets
+cover every head dim (multiple of 8, <= 256, Dv <= Dqk) and feature combination. Compiles run in parallel processes (one per CPU).
 
 Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""
 

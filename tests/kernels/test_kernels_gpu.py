@@ -1,29 +1,17 @@
-"""GPU tests of the SM120-class backward kernels against the fp64 reference, under the FA rule:
-
-    max|kernel - oracle| <= 2 * max|lowp_reference - oracle| + FLOOR * max|oracle| + NOISE * scale
-
-per gradient, where the oracle is frost.reference in fp64 on the exact kernel inputs (upcast), lowp_reference is
-frost.reference in the io dtype (fp32 compute, P and dS rounded like a kernel) and scale is the largest |oracle|
-of the three gradients of the problem. FLOOR = 1e-3 covers gradients the low-precision reference gets (near)
-exactly; it is below one bf16 ulp (2^-8 relative) and near one fp16 ulp (2^-10), so a real error cannot hide
-under it. NOISE = 2^-20 (16 fp32 ulps of the problem's gradient scale) covers gradients that are exactly 0 in
-exact arithmetic but come out of any fp32 accumulation as rounding noise: with Skv = 1, P = 1 and O = V, so
-dS = dP - delta cancels to ~1e-7 in fp32 (different summation orders in kernel and reference) while the oracle
-is 0 and both relative terms vanish. Outputs are poisoned with NaN before each call: an element the kernels do
-not write fails.
+"""GPU tests of the SM120-class backward kernels against the fp64 reference, under the FA rule (see
+kernel_oracle.py, shared with test_kernels_features_gpu.py).
 
 Run on the GPU machine: python3 -m pytest -m gpu tests/kernels/test_kernels_gpu.py"""
-
-import math
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+from kernel_oracle import Case, rand  # noqa: E402  (tests/kernels is on sys.path under pytest)
+from kernel_oracle import check_case as check_feature_case  # noqa: E402
+
 pytestmark = pytest.mark.gpu
 
-FLOOR = 1e-3
-NOISE = 2.0 ** -20
 DTYPES = ("float16", "bfloat16")
 HEAD_DIMS = (32, 40, 64, 72, 96, 128, 160, 192, 256)
 MASKS = (("none", False, "top_left"), ("tl", True, "top_left"), ("br", True, "bottom_right"))
@@ -31,72 +19,10 @@ MASKS = (("none", False, "top_left"), ("tl", True, "top_left"), ("br", True, "bo
 SHAPES = ((2, 3, 77, 77), (1, 2, 1, 77), (1, 2, 77, 1), (2, 2, 130, 1000), (1, 2, 1000, 515))
 
 
-def _torch_dtype(name):
-    return {"float16": torch.float16, "bfloat16": torch.bfloat16}[name]
-
-
-def _rand(shape, dtype, layout, gen):
-    """Random (B, H, S, D) tensor; "bshd" gives the transposed view of BSHD memory."""
-    b, h, s, d = shape
-    if layout == "bshd":
-        return torch.randn((b, s, h, d), generator=gen, device="cuda").to(dtype).transpose(1, 2)
-    return torch.randn((b, h, s, d), generator=gen, device="cuda").to(dtype)
-
-
-def _poisoned_like(t):
-    out = torch.empty_like(t)
-    out.fill_(float("nan"))
-    return out
-
-
-def run_backward(bwd, cfg, q, k, v, o, do, lse, scale):
-    from frost.kernels import workspace_regions
-
-    b, h, sq, _ = q.shape
-    ws = {}
-    for name, n in workspace_regions(cfg, b, h, sq, k.shape[2]):
-        ws[name] = torch.empty(max(n, 16), dtype=torch.uint8, device="cuda")
-        ws[name].fill_(0xFF)  # NaN pattern in fp32: the kernels must initialise what they read
-    dq, dk, dv = _poisoned_like(q), _poisoned_like(k), _poisoned_like(v)
-    bwd(q, k, v, o, do, lse, dq, dk, dv, scale=scale, workspace=ws)
-    return dq, dk, dv
-
-
 def check_case(dtype, dqk, dv_dim, causal, alignment, shape, layout="bshd", seed=0):
-    from frost import reference
-    from frost.kernels import choose_config, compile_backward, detect_arch
-
     b, h, sq, skv = shape
-    tdt = _torch_dtype(dtype)
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    q = _rand((b, h, sq, dqk), tdt, layout, gen)
-    k = _rand((b, h, skv, dqk), tdt, layout, gen)
-    v = _rand((b, h, skv, dv_dim), tdt, layout, gen)
-    do = _rand((b, h, sq, dv_dim), tdt, layout, gen)
-    scale = 1.0 / math.sqrt(dqk)
-    kw = dict(scale=scale, causal=causal, alignment=alignment)
-    o64, lse64 = reference.attention_forward(q.double(), k.double(), v.double(), **kw)
-    o = o64.to(tdt)
-    lse = lse64.float()
-    oracle = reference.attention_backward(q.double(), k.double(), v.double(), o.double(), do.double(),
-                                          lse.double(), **kw)[:3]
-    lowp = reference.attention_backward(q, k, v, o, do, lse, **kw)[:3]
-
-    cfg = choose_config(dtype, dqk, dv_dim, causal, alignment, detect_arch())
-    got = run_backward(compile_backward(cfg), cfg, q, k, v, o, do, lse, scale)
-    torch.cuda.synchronize()
-    report, failed = [], []
-    grad_scale = max(r.abs().max().item() for r in oracle)
-    for name, g, ref, lo in zip(("dq", "dk", "dv"), got, oracle, lowp):
-        assert torch.isfinite(g).all(), f"{name}: non-finite values (unwritten or NaN) {dtype} {shape}"
-        err = (g.double() - ref).abs().max().item()
-        ref_err = (lo.double() - ref).abs().max().item()
-        bound = 2 * ref_err + FLOOR * ref.abs().max().item() + NOISE * grad_scale
-        report.append(f"{name} err={err:.3e} ref_err={ref_err:.3e} bound={bound:.3e}")
-        if not err <= bound:
-            failed.append(f"{name}: {err:.3e} > {bound:.3e}")
-    assert not failed, f"{failed} ({dtype} d={dqk}/{dv_dim} causal={causal} {alignment} {shape} {layout}) {report}"
-    return report
+    return check_feature_case(Case(dtype, dqk, dv_dim, b, h, h, sq, skv, causal, alignment, layout=layout,
+                                   seed=seed))
 
 
 @pytest.mark.parametrize("mask", MASKS, ids=[m[0] for m in MASKS])
@@ -141,7 +67,7 @@ def test_cuda_graph_capture():
 
     b, h, s, d = 2, 2, 300, 64
     gen = torch.Generator(device="cuda").manual_seed(5)
-    q, k, v, o, do = (_rand((b, h, s, d), torch.bfloat16, "bshd", gen) for _ in range(5))
+    q, k, v, o, do = (rand((b, h, s, d), torch.bfloat16, "bshd", gen) for _ in range(5))
     lse = torch.randn((b, h, s), generator=gen, device="cuda") + 5
     cfg = choose_config("bfloat16", d, d, True, "top_left", detect_arch())
     bwd = compile_backward(cfg)

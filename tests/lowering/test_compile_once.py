@@ -23,7 +23,7 @@ class Recording(FakeCompiler):
     def compile(self, unit):
         super().compile(unit)
 
-        def kernel(*tensors, scale, workspace, stream=None):
+        def kernel(*tensors, scale, workspace, stream=None, **features):  # features: the runtime keywords
             self.calls.append(([tuple(t.shape) for t in tensors], scale, {n: v.numel() for n, v in workspace.items()}))
 
         return kernel

@@ -46,15 +46,20 @@ register_default(ENGINE, CuteCompiler)
 
 
 def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
-    """The main kernel's grid: a CTA per KV tile, per head, per batch (KV-stationary)."""
-    return (-(-facts.seq_kv // cfg.tile.n_block), facts.heads_q, facts.batch)
+    """The main kernel's grid: a CTA per KV tile, per kv head (walking its GQA group), per batch."""
+    return (-(-facts.seq_kv // cfg.tile.n_block), facts.heads_kv, facts.batch)
 
 
-def _config(facts: Facts, arch: str):
+def _config(op, facts: Facts, arch: str):
+    """Causal and alignment live in the config; band bounds, lengths, sink and determinism are call-time values
+    (none changes the compiled code)."""
     from frost.kernels import api
 
-    return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, facts.mask == "causal",
-                             facts.alignment, arch)
+    return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, bool(op.causal), facts.alignment,
+                             arch)
+
+
+DSINK_SCRATCH = "dsink_scratch"  # the kernels always write dsink when a sink is given; a graph may not want it
 
 
 class CuteSm120Engine:
@@ -64,22 +69,37 @@ class CuteSm120Engine:
         from frost.kernels import api
 
         arch = ARCHS[target]
-        cfg = _config(facts, arch)
+        cfg = _config(op, facts, arch)
         key = compile_key(ENGINE, api.compile_key(cfg), facts, op_signatures(graph, op))
         compiler = get_compiler(ENGINE)
         kernel = compiler.bind(KERNELS.get(compiler, KernelUnit(ENGINE, key, arch, cfg)), cfg)
-        regions = tuple((n, int(b)) for n, b in api.workspace_regions(cfg, facts.batch, facts.heads_q, facts.seq_q,
-                                                                      facts.seq_kv))
-        return Lowering(kernels=(KernelLaunch(f"{op.name}/backward", key, _grid(cfg, facts)),), workspace=regions,
-                        run=_launcher(kernel, op, facts.attn_scale), device_type=compiler.device_type,
+        regions = [(n, int(b)) for n, b in api.workspace_regions(cfg, facts.batch, facts.heads_q, facts.seq_q,
+                                                                     facts.seq_kv, heads_kv=facts.heads_kv)]
+        if op.inputs.sink is not None and op.outputs.dsink is None:
+            regions.append((DSINK_SCRATCH, -(-facts.heads_q * 4 // 16) * 16))
+        return Lowering(kernels=(KernelLaunch(f"{op.name}/backward", key, _grid(cfg, facts)),),
+                        workspace=tuple(regions), run=_launcher(kernel, op, facts), device_type=compiler.device_type,
                         aligned_pointers=True)
 
 
-def _launcher(kernel, op, scale: float):
+def _launcher(kernel, op, facts: Facts):
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse, outs.dq, outs.dk, outs.dv)
+    optional = {"seq_len_q": ins.seq_len_q, "seq_len_kv": ins.seq_len_kv, "sink": ins.sink, "dsink": outs.dsink}
+    band_left, band_right = op.band_left, op.band_right
+    heads_q = facts.heads_q
 
     def run(tensors: dict, workspace: dict, stream) -> None:
-        kernel(*operands(tensors), scale=scale, workspace=workspace, stream=stream)
+        extra = {key: tensors[name] for key, name in optional.items() if name is not None}
+        if "sink" in extra and "dsink" not in extra:
+            extra["dsink"] = workspace[DSINK_SCRATCH][:heads_q * 4].view(_float32())
+        kernel(*operands(tensors), scale=facts.attn_scale, workspace=workspace, stream=stream,
+               band_left=band_left, band_right=band_right, deterministic=facts.deterministic, **extra)
 
     return run
+
+
+def _float32():
+    import torch
+
+    return torch.float32

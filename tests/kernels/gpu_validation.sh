@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One-shot GPU validation of the kernels on the device machine: every `gpu` test of tests/kernels and the cute
+# lowering tests in parallel pytest processes (one GPU, many CPU cores: compiles overlap), plus compute-sanitizer
+# memcheck and racecheck on the small GQA + padding + band + sink configuration. Each job runs under `timeout`.
+# Usage: bash tests/kernels/gpu_validation.sh OUT_DIR [LIMIT_S]; logs in OUT_DIR/*.log, summary on stdout.
+set -u
+out=${1:?out dir}; lim=${2:-170}
+mkdir -p "$out"
+job() { local name=$1; shift; (timeout "$lim" "$@" > "$out/$name.log" 2>&1; echo "rc=$?" >> "$out/$name.log") & }
+PT="python3 -m pytest -q -p no:cacheprovider -m gpu"
+K=tests/kernels
+job core_f16 $PT $K/test_kernels_gpu.py -k "test_matrix and float16 and not bfloat16"
+job core_bf16 $PT $K/test_kernels_gpu.py -k "test_matrix and bfloat16"
+job core_rest $PT $K/test_kernels_gpu.py -k "not test_matrix"
+job feat_edges $PT $K/test_kernels_features_gpu.py -k "edges or bad_runtime"
+job feat_rand01 $PT $K/test_kernels_features_gpu.py -k "random_matrix and (0 or 1)"
+job feat_rand23 $PT $K/test_kernels_features_gpu.py -k "random_matrix and (2 or 3)"
+job feat_det $PT $K/test_kernels_features_gpu.py -k "deterministic_bitwise or sanitizer_features"
+job engine $PT $K/test_engine_features_gpu.py tests/lowering/test_gpu_cute.py
+SAN="compute-sanitizer --report-api-errors no"
+job memcheck $SAN --tool memcheck $PT $K/test_kernels_features_gpu.py -k sanitizer_features
+job racecheck $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and default"
+job racecheck_det $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and deterministic"
+wait
+for f in "$out"/*.log; do
+  echo "== $(basename "$f" .log): $(grep -hE '(passed|failed|error)( |,|$).*in [0-9.]+s' "$f" | tail -1)" \
+       "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1)" "$(tail -1 "$f")"
+done
