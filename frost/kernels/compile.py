@@ -60,7 +60,11 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     if key.dtype not in DTYPES:
         raise ValueError(f"dtype {key.dtype!r} not in {DTYPES}")
     dt = _cutlass_dtype(key.dtype)
-    opts = f"--gpu-arch {key.arch}" + (" --keep-cubin" if keep_cubin else "")
+    opts = f"--gpu-arch {key.arch}"
+    if keep_cubin:  # the DSL writes kept artifacts into the dump dir (cwd by default): keep them out of the tree
+        import tempfile
+
+        opts += f" --keep-cubin --dump-dir {tempfile.mkdtemp(prefix='frost-cubin-')}"
 
     def ptr(t, align=16):
         return make_ptr(t, align, cute.AddressSpace.gmem, assumed_align=align)

@@ -1,0 +1,43 @@
+"""Run frost's backward twice on one shape so Nsight Compute can profile the second launch of a kernel.
+
+    ncu --clock-control none --kernel-name regex:BwdMain --launch-skip 1 --launch-count 1 \\
+        --section SpeedOfLight --section Occupancy --section WarpStateStats \\
+        python3 benchmarks/ncu_backward.py --batch 4 --heads 16 --seq 4096 --head-dim 128 [--causal]
+
+The first call compiles and warms up; the profiled one is the second. Not a benchmark (ncu replays the kernel)."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+import frost
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--heads-kv", type=int, default=None)
+    ap.add_argument("--seq", type=int, default=4096)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--causal", action="store_true")
+    a = ap.parse_args()
+    hkv = a.heads_kv or a.heads
+    g = torch.Generator(device="cuda").manual_seed(0)
+
+    def rand(h: int) -> torch.Tensor:
+        return torch.randn(a.batch, a.seq, h, a.head_dim, device="cuda", dtype=torch.bfloat16, generator=g)
+
+    q, k, v, dout = rand(a.heads), rand(hkv), rand(hkv), rand(a.heads)
+    out, lse = frost.attention(q, k, v, causal=a.causal, return_lse=True)
+    for _ in range(2):
+        frost.sdpa_backward(q, k, v, out, dout, lse, causal=a.causal)
+    torch.cuda.synchronize()
+    print("engine:", frost.compile(frost.sdpa_backward_graph(a.batch, a.heads, a.seq, a.head_dim, heads_kv=hkv,
+                                                              causal=a.causal)).engine)
+
+
+if __name__ == "__main__":
+    main()
