@@ -67,10 +67,11 @@ class MaskSpec:
 
 @cute.jit
 def batch_length(mSeq: cute.Tensor, flags: Int32, flag: cutlass.Constexpr, batch: Int32, full: Int32) -> Int32:
-    """One batch's length: ``mSeq[batch]`` when ``flag`` is set in ``flags``, else the full extent."""
+    """One batch's length: ``mSeq[batch]`` clamped to [0, full] when ``flag`` is set in ``flags``, else the full
+    extent. The clamp keeps an out-of-range length (unchecked, e.g. under CUDA-graph capture) inside the tensors."""
     n = full
     if (flags & flag) != 0:
-        n = mSeq[batch]
+        n = cutlass.min(cutlass.max(mSeq[batch], Int32(0)), full)
     return n
 
 

@@ -15,9 +15,12 @@ class FakeKernel:
     def __init__(self, key: str) -> None:
         self.key = key
         self.calls = 0
+        self.last_features: dict = {}
 
-    def __call__(self, *tensors, scale: float, workspace: dict, stream=None) -> None:
+    def __call__(self, *tensors, scale: float, workspace: dict, stream=None, **features) -> None:
+        """Accepts the runtime feature keywords of the real kernels (lengths, band, sink, deterministic...)."""
         self.calls += 1
+        self.last_features = features
 
 
 class FakeCompiler:

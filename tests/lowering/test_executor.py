@@ -8,7 +8,7 @@ from frost.analyzer import facts_for
 from frost.errors import TensorError
 from frost.lowering import Lowering, OpPlan, Plan
 from frost.lowering.workspace import pack
-from helpers import inputs_for, small_graph
+from lowering_helpers import inputs_for, small_graph
 
 
 @pytest.fixture

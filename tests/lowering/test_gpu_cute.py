@@ -13,7 +13,7 @@ import torch
 import frost.compile_api as api
 from frost.ir import sdpa_backward_graph
 from frost.reference import attention_backward
-from helpers import inputs_for
+from lowering_helpers import inputs_for
 
 pytestmark = pytest.mark.gpu
 GRADS = ("dq", "dk", "dv")
@@ -88,7 +88,7 @@ CHILD = textwrap.dedent("""
     import torch
     import frost.compile_api as api
     from frost.lowering import cache_stats
-    from helpers import inputs_for
+    from lowering_helpers import inputs_for
     from test_gpu_cute import _graph, check_fa_rule
     start = time.perf_counter()
     plan = api.compile(_graph())

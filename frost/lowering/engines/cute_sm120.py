@@ -89,14 +89,32 @@ def _launcher(kernel, op, facts: Facts):
     band_left, band_right = op.band_left, op.band_right
     heads_q = facts.heads_q
 
+    padded = ins.seq_len_q is not None or ins.seq_len_kv is not None
+
     def run(tensors: dict, workspace: dict, stream) -> None:
         extra = {key: tensors[name] for key, name in optional.items() if name is not None}
         if "sink" in extra and "dsink" not in extra:
             extra["dsink"] = workspace[DSINK_SCRATCH][:heads_q * 4].view(_float32())
         kernel(*operands(tensors), scale=facts.attn_scale, workspace=workspace, stream=stream,
-               band_left=band_left, band_right=band_right, deterministic=facts.deterministic, **extra)
+               band_left=band_left, band_right=band_right, deterministic=facts.deterministic,
+               check_lengths=padded and check_seq_len_values(), **extra)
 
     return run
+
+
+def check_seq_len_values() -> bool:
+    """Whether to check seq_len values lie in [0, S] before launching (one small device->host read).
+
+    On by default so a bad length is a TensorError, not a silently wrong result; skipped while a CUDA graph is being
+    captured (a read would break the capture) and when FROST_CHECK_SEQ_LENS=0 (for loops that must never sync). The
+    kernels clamp lengths to [0, S] either way, so an unchecked bad length cannot read or write out of bounds."""
+    import os
+
+    import torch
+
+    if os.environ.get("FROST_CHECK_SEQ_LENS", "1") == "0":
+        return False
+    return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
 def _float32():
