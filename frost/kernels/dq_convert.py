@@ -13,13 +13,7 @@ from frost.kernels import rowwise as rw
 from frost.kernels.mask import FLAG_SINK
 
 
-class DqConvertKernel:
-    def __init__(self, dtype, head_dim_pad: int):
-        self.dtype = dtype
-        self.D = head_dim_pad
-        self.tpr = rw.threads_per_row(head_dim_pad)
-        self.rows_per_pass = rw.NUM_THREADS // self.tpr
-
+class DqConvertKernel(rw.RowwiseKernel):
     @cute.jit
     def __call__(self, pdQacc: cute.Pointer, pdQ: cute.Pointer, pDsinkPart: cute.Pointer, pDsink: cute.Pointer,
                  batch: Int32, heads: Int32, seqlen_q: Int32, seqlen_q_pad: Int32, head_dim: Int32, flags: Int32,

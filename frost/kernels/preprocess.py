@@ -26,13 +26,7 @@ LOG2_E = math.log2(math.e)
 SEM_ROWS = 16  # one dQ-order semaphore per 16 query rows (the smallest query tile)
 
 
-class PreprocessKernel:
-    def __init__(self, dtype, head_dim_pad: int):
-        self.dtype = dtype
-        self.D = head_dim_pad
-        self.tpr = rw.threads_per_row(head_dim_pad)
-        self.rows_per_pass = rw.NUM_THREADS // self.tpr
-
+class PreprocessKernel(rw.RowwiseKernel):
     @cute.jit
     def __call__(self, pO: cute.Pointer, pdO: cute.Pointer, pLSE: cute.Pointer, pLSE2: cute.Pointer,
                  pDelta: cute.Pointer, pdQacc: cute.Pointer, pSeqQ: cute.Pointer, pSink: cute.Pointer,

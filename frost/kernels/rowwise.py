@@ -16,6 +16,16 @@ def threads_per_row(head_dim_pad: int) -> int:
     return min(8, head_dim_pad // CHUNK)
 
 
+class RowwiseKernel:
+    """Base of the row-wise kernels: the io dtype, the padded head dim and the thread split of a row."""
+
+    def __init__(self, dtype, head_dim_pad: int):
+        self.dtype = dtype
+        self.D = head_dim_pad
+        self.tpr = threads_per_row(head_dim_pad)
+        self.rows_per_pass = NUM_THREADS // self.tpr
+
+
 def chunks_per_thread(head_dim_pad: int) -> int:
     """Chunk slots per thread: ceil(chunks / threads_per_row); slots past the row are masked by the caller."""
     return -(-(head_dim_pad // CHUNK) // threads_per_row(head_dim_pad))
