@@ -17,6 +17,7 @@ from frost.errors import GraphError, TensorError
 from frost.ir import Graph, SdpaBackwardOp, SdpaInputs, SdpaOutputs, TensorSpec
 from frost.ir.tensors import DTYPE_BYTES
 from frost.lowering.plan_cache import PLANS
+from frost.target import detect_target
 
 ROLES_4D = ("q", "k", "v", "o", "do", "dq", "dk", "dv")
 OPTIONAL = ("sink", "seq_len_q", "seq_len_kv")
@@ -53,12 +54,9 @@ def window(window_size) -> tuple[int | None, int | None]:
 
 def target_of(device: torch.device) -> str:
     """The probe target for tensors on `device` ("cpu", or sm_XY of that CUDA device), memoised per device."""
-    if device.type != "cuda":
-        return "cpu"
     target = _targets.get(device)
     if target is None:
-        major, minor = torch.cuda.get_device_capability(device)
-        target = _targets[device] = f"sm_{major}{minor}"
+        target = _targets[device] = detect_target(device)
     return target
 
 

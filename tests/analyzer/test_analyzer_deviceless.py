@@ -57,7 +57,7 @@ def test_analyzer_source_never_imports_torch_or_cutlass():
 
 
 def _fake_torch(available: bool, capability=(12, 0)):
-    cuda = types.SimpleNamespace(is_available=lambda: available, get_device_capability=lambda: capability)
+    cuda = types.SimpleNamespace(is_available=lambda: available, get_device_capability=lambda device=None: capability)
     return types.SimpleNamespace(cuda=cuda)
 
 
