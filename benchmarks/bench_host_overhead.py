@@ -5,8 +5,9 @@ What is measured: the cute_sm120 engine's whole host path per call -- checking e
 launcher -- with a no-op kernel behind the compiler seam (frost.lowering.FakeCompiler). Outputs and workspace are
 passed in, so the call allocates nothing. What is not: the kernels' own host work (CuTe argument marshalling and
 the CUDA launches, measured by the kernel benchmarks) and GPU time. With --real on a GPU the real CuteCompiler is
-used instead, so the number then includes CompiledBackward's own checks and three launches (host time only: the
-loop never synchronises; a tiny shape keeps the GPU ahead of the host).
+used instead, so the number then includes the bound launch and its three TVM-FFI kernel launches (host time only:
+calls run in bursts with an untimed synchronisation in between), and two parts are timed alone: the bound launch
+(frost.kernels.launch.Launch) and the checked public entry (CompiledBackward.__call__).
 
     python benchmarks/bench_host_overhead.py [--device cpu|cuda] [--calls 20000] [--real]
 """
@@ -31,15 +32,27 @@ def _inputs(plan, device) -> dict:
     return tensors | plan.new_outputs(device)
 
 
+BURST = 200  # calls between (untimed) synchronisations on a GPU: 600 launches stay below CUDA's launch queue depth
+
+
 def _per_call_us(fn, calls: int, repeats: int = 7) -> float:
+    """Median host time per call. On a GPU the calls run in bursts with a synchronisation (not timed) before each,
+    so a full launch queue never makes the host wait for the GPU."""
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else None
+    burst = BURST if sync else calls
     for _ in range(calls // 10):
         fn()
     samples = []
     for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
+        total = 0.0
+        for done in range(0, calls, burst):
+            if sync:
+                sync()
+            start = time.perf_counter()
+            for _ in range(min(burst, calls - done)):
+                fn()
+            total += time.perf_counter() - start
+        samples.append(total / calls * 1e6)
     return statistics.median(samples)
 
 
@@ -56,10 +69,29 @@ def measure(device: str = "cpu", calls: int = 20000, real: bool = False) -> dict
         execute = _per_call_us(lambda: plan.execute(tensors, workspace=workspace), calls)
         recompile = _per_call_us(lambda: api.compile(graph, target=target), max(calls // 10, 100))
         functional = _functional_us(device, calls) if device.startswith("cuda") else float("nan")
+        parts = _kernel_entry_us(tensors, device, calls) if real else {}
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return {"execute_us": execute, "compile_hit_us": recompile, "functional_us": functional, "engine": plan.engine,
-            "kernels_compiled": cache_stats().compiles}
+            "kernels_compiled": cache_stats().compiles} | parts
+
+
+def _kernel_entry_us(tensors: dict, device: str, calls: int) -> dict[str, float]:
+    """The real kernels' two entries alone: a Launch bound to the plan's problem, and the checked public call."""
+    from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
+    from frost.kernels.launch import Problem
+
+    q, k, v, o, do, lse = (tensors[n] for n in ("q", "k", "v", "o", "do", "lse"))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    (b, h, sq, d), skv = q.shape, k.shape[2]
+    cfg = choose_config("bfloat16", d, d, True, "top_left", detect_arch())
+    bwd = compile_backward(cfg)
+    ws = {n: torch.empty(max(nb, 16), dtype=torch.uint8, device=device)
+          for n, nb in workspace_regions(cfg, b, h, sq, skv)}
+    launch = bwd.bind(Problem(b, h, k.shape[1], sq, skv, d ** -0.5))
+    args = (q, k, v, o, do, lse, dq, dk, dv)
+    return {"launch_us": _per_call_us(lambda: launch(*args, ws), calls),
+            "checked_call_us": _per_call_us(lambda: bwd(*args, scale=d ** -0.5, workspace=ws), calls)}
 
 
 def _functional_us(device: str, calls: int) -> float:
@@ -92,6 +124,9 @@ def main() -> None:
     print(f"frost.compile on a plan-cache hit (same graph object): {r['compile_hit_us']:.2f} us/call")
     print(f"frost.sdpa_backward (functional, allocates its outputs; GPU only): {r['functional_us']:.2f} us/call")
     print(f"engine {r['engine']}, kernels compiled {r['kernels_compiled']}")
+    if "launch_us" in r:
+        print(f"timed alone: the bound launch (3 kernel launches) {r['launch_us']:.2f} us/call; the checked public "
+              f"entry CompiledBackward.__call__ {r['checked_call_us']:.2f} us/call")
 
 
 if __name__ == "__main__":

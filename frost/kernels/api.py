@@ -22,23 +22,22 @@ in registers -- no partials). Optional runtime features (none changes the compil
   dsink are deterministic in every mode).
 
 A call allocates nothing and never synchronizes (it only enqueues three kernels on the stream, plus a dsink
-zero-fill when Sq = 0), so it can be captured in a CUDA graph."""
+zero-fill when Sq = 0), so it can be captured in a CUDA graph. A call checks its tensors, then runs a launch.Launch;
+callers that check the tensors themselves (the engine, whose executor checks them against the plan) bind a Launch
+once with ``bwd.bind(...)`` and call it directly, which costs a few microseconds of host time."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from frost.kernels import rowwise
 from frost.kernels.arch import arch_config
 from frost.kernels.compile import DTYPES, KernelKey, get_kernels
 from frost.errors import TensorError
-from frost.kernels.mask import (FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MAX_SEQ, MaskSpec)
+from frost.kernels.launch import Launch, Problem, seq_pad
+from frost.kernels.mask import MAX_SEQ, MaskSpec
 from frost.kernels.preprocess import SEM_ROWS
 from frost.kernels.tiles import TileConfig, pad_head_dim, tile_for
-
-LOG2_E = math.log2(math.e)
-WORKSPACE_NAMES = ("dq_accum", "lse_log2", "delta", "dq_sem", "dsink_part")
 
 
 @dataclass(frozen=True)
@@ -79,10 +78,6 @@ def compile_key(cfg: KernelConfig) -> str:
     return cfg.kernel_key.as_str()
 
 
-def _seq_pad(seq_q: int) -> int:
-    return -(-seq_q // rowwise.SEQ_PAD) * rowwise.SEQ_PAD
-
-
 def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, seq_kv: int,
                       heads_kv: int | None = None) -> list[tuple[str, int]]:
     """(name, nbytes) of the caller-owned workspace: fp32 dQ accumulator and per-row LSE*log2(e) and delta
@@ -90,7 +85,7 @@ def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, s
     dsink partials (one fp32 per 128 rows). Each region must start 16-byte aligned. No region depends on heads_kv
     (GQA sums dK/dV in registers) or on the features used, so one workspace serves every call of a shape."""
     del heads_kv, seq_kv
-    rows = batch * heads_q * _seq_pad(seq_q)
+    rows = batch * heads_q * seq_pad(seq_q)
     return [("dq_accum", rows * cfg.head_dim_pad * 4), ("lse_log2", rows * 4), ("delta", rows * 4),
             ("dq_sem", _round16(rows // SEM_ROWS * 4)), ("dsink_part", _round16(rows // rowwise.ROWS_PER_CTA * 4))]
 
@@ -104,10 +99,6 @@ def compile_backward(cfg: KernelConfig) -> "CompiledBackward":
     return CompiledBackward(cfg)
 
 
-def _strides_bhs(t) -> tuple[int, int, int]:
-    return t.stride(0), t.stride(1), t.stride(2)
-
-
 class CompiledBackward:
     def __init__(self, cfg: KernelConfig):
         self.cfg = cfg
@@ -116,50 +107,23 @@ class CompiledBackward:
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, *, scale: float, workspace: dict, stream=None,
                  seq_len_q=None, seq_len_kv=None, band_left: int | None = None, band_right: int | None = None,
                  sink=None, dsink=None, deterministic: bool = False, check_lengths: bool = False) -> None:
-        import cuda.bindings.driver as cuda
-        import torch
-
-        cfg = self.cfg
         batch, heads, heads_kv, seq_q, seq_kv = self._check(q, k, v, o, do, lse, dq, dk, dv, workspace)
-        mask = MaskSpec(cfg.causal, cfg.alignment, band_left, band_right)
-        left, right = mask.bounds()
-        flags = mask.flags() | (FLAG_DETERMINISTIC if deterministic else 0)
-        flags |= _check_side_inputs(q, batch, heads, seq_q, seq_kv, seq_len_q, seq_len_kv, sink, dsink,
-                                    check_lengths)
-        if batch == 0 or heads == 0:
-            if dsink is not None:
-                dsink.zero_()
-            return
-        if stream is None:
-            stream = torch.cuda.current_stream(q.device)
-        cu_stream = cuda.CUstream(stream.cuda_stream)
-        p = _Ptrs(cfg.dtype)
-        sq_pad = _seq_pad(seq_q)
-        ws = {name: workspace[name].data_ptr() for name in WORKSPACE_NAMES}
-        dummy = ws["delta"]  # stands in for absent optional tensors (never dereferenced: its flag is off)
-        seq_q_ptr = p.i32(seq_len_q.data_ptr() if seq_len_q is not None else dummy)
-        seq_kv_ptr = p.i32(seq_len_kv.data_ptr() if seq_len_kv is not None else dummy)
-        sink_ptr = p.f32(sink.data_ptr() if sink is not None else dummy, 4)
-        dsink_ptr = p.f32(dsink.data_ptr() if dsink is not None else dummy, 4)
-        if sq_pad:
-            self.kernels.preprocess(
-                p.io(o), p.io(do), p.f32(lse.data_ptr(), 4), p.f32(ws["lse_log2"]), p.f32(ws["delta"]),
-                p.f32(ws["dq_accum"]), seq_q_ptr, sink_ptr, p.f32(ws["dsink_part"], 4), p.i32(ws["dq_sem"]),
-                batch, heads, seq_q, sq_pad, cfg.head_dim_v, flags,
-                *_strides_bhs(o), *_strides_bhs(do), *_strides_bhs(lse), cu_stream)
-        elif dsink is not None:
-            dsink.zero_()
-        if seq_kv:
-            self.kernels.main(
-                p.io(q), p.io(k), p.io(v), p.io(do), p.f32(ws["lse_log2"]), p.f32(ws["delta"]),
-                p.f32(ws["dq_accum"]), p.io(dk), p.io(dv), seq_q_ptr, seq_kv_ptr, p.i32(ws["dq_sem"]),
-                batch, heads, heads_kv, seq_q, seq_kv, sq_pad, cfg.head_dim_qk, cfg.head_dim_v,
-                *_strides_bhs(q), *_strides_bhs(k), *_strides_bhs(v), *_strides_bhs(do), *_strides_bhs(dk),
-                *_strides_bhs(dv), float(scale), float(scale) * LOG2_E, left, right, flags, cu_stream)
-        if seq_q:
-            self.kernels.dq_convert(p.f32(ws["dq_accum"]), p.io(dq), p.f32(ws["dsink_part"], 4), dsink_ptr,
-                                    batch, heads, seq_q, sq_pad, cfg.head_dim_qk, flags, *_strides_bhs(dq),
-                                    float(scale), cu_stream)
+        _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink)
+        if check_lengths:
+            check_length_values(seq_len_q, seq_len_kv, seq_q, seq_kv)
+        launch = self.bind(Problem(batch, heads, heads_kv, seq_q, seq_kv, scale, band_left, band_right,
+                                   deterministic, seq_len_q is not None, seq_len_kv is not None, sink is not None))
+        launch(q, k, v, o, do, lse, dq, dk, dv, workspace, stream, seq_len_q, seq_len_kv, sink, dsink)
+
+    def bind(self, problem: Problem) -> Launch:
+        """The fast entry: a Launch for one problem, for callers that check the tensors themselves. The checks
+        that depend only on the problem (GQA group, sequence limit, mask bounds) happen here, once."""
+        p = problem
+        if p.heads_kv == 0 and p.heads or p.heads_kv and p.heads % p.heads_kv:
+            raise TensorError("k.shape[1]", p.heads_kv, f"a divisor of the query heads {p.heads} (GQA/MQA)")
+        if max(p.seq_q, p.seq_kv) > MAX_SEQ:
+            raise TensorError("sequence length", max(p.seq_q, p.seq_kv), f"<= {MAX_SEQ}")
+        return Launch(self.kernels, self.cfg, p)
 
     def _check(self, q, k, v, o, do, lse, dq, dk, dv, workspace):
         import torch
@@ -167,10 +131,6 @@ class CompiledBackward:
         cfg = self.cfg
         batch, heads, seq_q, dqk = q.shape
         heads_kv, seq_kv = k.shape[1], k.shape[2]
-        if heads_kv == 0 and heads or heads_kv and heads % heads_kv:
-            raise TensorError("k.shape[1]", heads_kv, f"a divisor of the query heads {heads} (GQA/MQA)")
-        if max(seq_q, seq_kv) > MAX_SEQ:
-            raise TensorError("sequence length", max(seq_q, seq_kv), f"<= {MAX_SEQ}")
         want = {"q": (q, (batch, heads, seq_q, dqk)), "k": (k, (batch, heads_kv, seq_kv, dqk)),
                 "v": (v, (batch, heads_kv, seq_kv, cfg.head_dim_v)), "o": (o, (batch, heads, seq_q, cfg.head_dim_v)),
                 "do": (do, (batch, heads, seq_q, cfg.head_dim_v)), "dq": (dq, tuple(q.shape)),
@@ -209,46 +169,23 @@ def _check_side_tensor(name: str, t, shape: tuple, dtype, device) -> None:
         raise TensorError(f"{name}.stride", t.stride(), "contiguous")
 
 
-def _check_side_inputs(q, batch, heads, seq_q, seq_kv, seq_len_q, seq_len_kv, sink, dsink, check_lengths) -> int:
-    """Validate the optional runtime tensors (before any launch); returns their feature flags."""
+def _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink) -> None:
+    """Validate the optional runtime tensors (before any launch)."""
     import torch
 
-    flags = 0
-    for name, t, full, flag in (("seq_len_q", seq_len_q, seq_q, FLAG_SEQ_Q),
-                                ("seq_len_kv", seq_len_kv, seq_kv, FLAG_SEQ_KV)):
-        if t is None:
-            continue
-        _check_side_tensor(name, t, (batch,), torch.int32, q.device)
-        flags |= flag
-        if check_lengths and batch and (int(t.min()) < 0 or int(t.max()) > full):
-            raise TensorError(name, t.tolist(), f"lengths in [0, {full}]")
+    for name, t in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
+        if t is not None:
+            _check_side_tensor(name, t, (batch,), torch.int32, q.device)
     if (sink is None) != (dsink is None):
         raise TensorError("dsink", None if dsink is None else "a tensor",
                           "a fp32 (Hq,) output exactly when sink is given")
     if sink is not None:
         _check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
         _check_side_tensor("dsink", dsink, (heads,), torch.float32, q.device)
-        flags |= FLAG_SINK
-    return flags
 
 
-class _Ptrs:
-    """Typed device pointers for the compiled launchers."""
-
-    def __init__(self, dtype: str):
-        import cutlass
-        import cutlass.cute as cute
-        from cutlass.cute.runtime import make_ptr
-
-        self._make, self._gmem = make_ptr, cute.AddressSpace.gmem
-        self._io = {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16}[dtype]
-        self._f32, self._i32 = cutlass.Float32, cutlass.Int32
-
-    def io(self, t):
-        return self._make(self._io, t.data_ptr(), self._gmem, assumed_align=16)
-
-    def f32(self, addr: int, align: int = 16):
-        return self._make(self._f32, addr, self._gmem, assumed_align=align)
-
-    def i32(self, addr: int):
-        return self._make(self._i32, addr, self._gmem, assumed_align=4)
+def check_length_values(seq_len_q, seq_len_kv, seq_q: int, seq_kv: int) -> None:
+    """Per-batch lengths must lie in [0, S]: reads them back, so it synchronizes (skip it under graph capture)."""
+    for name, t, full in (("seq_len_q", seq_len_q, seq_q), ("seq_len_kv", seq_len_kv, seq_kv)):
+        if t is not None and t.numel() and (int(t.min()) < 0 or int(t.max()) > full):
+            raise TensorError(name, t.tolist(), f"lengths in [0, {full}]")

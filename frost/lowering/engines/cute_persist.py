@@ -1,9 +1,7 @@
-"""Persisting a compiled CuTe kernel set across processes: each of its cute.compile results (preprocess, main,
-dq convert) is dumped as a relocatable object holding the host launcher and the cubin (`dump_to_object`), and
-loaded back with `cutlass.cute.runtime.load_module`, so a new process skips compilation.
-
-Only the GPU machine can dump: the object links against the CUDA runtime, which a GPU-less machine lacks (there
-dumping raises and the kernel is simply not persisted)."""
+"""Persisting a compiled CuTe kernel set across processes: each of its TVM-FFI cute.compile results (preprocess,
+main, dq convert) is exported as a relocatable object holding the host launcher and the cubin (`export_to_c`, which
+names the launcher `__tvm_ffi_<prefix>`), and loaded back with `cutlass.cute.runtime.load_module(...,
+enable_tvm_ffi=True)` as a raw tvm_ffi.Function, so a new process skips compilation."""
 
 from __future__ import annotations
 
@@ -24,10 +22,20 @@ def _prefix(name: str) -> str:
     return f"frost_bwd_{name}"
 
 
+def _export(compiled_fn, name: str) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="frost-export-") as tmp:
+        path = os.path.join(tmp, f"{name}.o")
+        compiled_fn.export_to_c(path, function_name=_prefix(name))
+        with open(path, "rb") as fh:
+            return fh.read()
+
+
 def export_set(compiled) -> bytes:
     """Bytes of a CompiledBackward's kernel set: a JSON header (sizes, main smem) then the three objects."""
     kernels = compiled.kernels
-    blobs = [getattr(kernels, name).dump_to_object(_prefix(name)) for name in FUNCS]
+    if set(kernels.compiled) != set(FUNCS):
+        raise ValueError("only a freshly compiled kernel set can be exported (this one was loaded)")
+    blobs = [_export(kernels.compiled[name], name) for name in FUNCS]
     header = json.dumps({"funcs": FUNCS, "sizes": [len(b) for b in blobs],
                          "main_smem_bytes": kernels.main_smem_bytes}).encode()
     return struct.pack("<I", len(header)) + header + b"".join(blobs)
@@ -53,7 +61,7 @@ def _load(blob: bytes, name: str):
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(blob)
-        module = load_module(path)  # reads the object into memory; the file can go
+        module = load_module(path, enable_tvm_ffi=True)  # reads the object into memory; the file can go
     finally:
         os.unlink(path)
     fn = getattr(module, _prefix(name))

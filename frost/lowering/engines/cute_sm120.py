@@ -24,8 +24,8 @@ class CuteCompiler:
 
     device_type = "cuda"
 
-    def __init__(self) -> None:
-        self.name = f"cute-dsl-{package_version('nvidia-cutlass-dsl')}"
+    def __init__(self) -> None:  # the launcher ABI is in the name: entries of the plain-ABI era never load
+        self.name = f"cute-dsl-{package_version('nvidia-cutlass-dsl')}-tvmffi"
 
     def compile(self, unit: KernelUnit):
         from frost.kernels import api
@@ -83,20 +83,44 @@ class CuteSm120Engine:
 
 
 def _launcher(kernel, op, facts: Facts):
+    """The op's run(tensors, workspace, stream). A kernel with ``bind`` (the real CompiledBackward) is bound to the
+    plan's problem once, here: the executor has checked every tensor against the plan before run, so a call only
+    picks the tensors and launches. Other kernels (test fakes) get the keyword call of the kernels' contract."""
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse, outs.dq, outs.dk, outs.dv)
-    optional = {"seq_len_q": ins.seq_len_q, "seq_len_kv": ins.seq_len_kv, "sink": ins.sink, "dsink": outs.dsink}
-    band_left, band_right = op.band_left, op.band_right
-    heads_q = facts.heads_q
+    optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
+                                            ("sink", ins.sink), ("dsink", outs.dsink)) if name is not None}
+    scratch = "sink" in optional and "dsink" not in optional
+    padded = "seq_len_q" in optional or "seq_len_kv" in optional
+    if not hasattr(kernel, "bind"):
+        return _keyword_launcher(kernel, operands, optional, scratch, padded, op, facts)
+    from frost.kernels.api import check_length_values
+    from frost.kernels.launch import Problem
 
-    padded = ins.seq_len_q is not None or ins.seq_len_kv is not None
+    launch = kernel.bind(Problem(facts.batch, facts.heads_q, facts.heads_kv, facts.seq_q, facts.seq_kv,
+                                 facts.attn_scale, op.band_left, op.band_right, facts.deterministic,
+                                 "seq_len_q" in optional, "seq_len_kv" in optional, "sink" in optional))
 
     def run(tensors: dict, workspace: dict, stream) -> None:
-        extra = {key: tensors[name] for key, name in optional.items() if name is not None}
-        if "sink" in extra and "dsink" not in extra:
+        extra = {key: tensors[name] for key, name in optional.items()}
+        if scratch:
+            extra["dsink"] = workspace[DSINK_SCRATCH]   # only its address is used
+        if padded and check_seq_len_values():
+            check_length_values(extra.get("seq_len_q"), extra.get("seq_len_kv"), facts.seq_q, facts.seq_kv)
+        launch(*operands(tensors), workspace, stream, **extra)
+
+    return run
+
+
+def _keyword_launcher(kernel, operands, optional: dict, scratch: bool, padded: bool, op, facts: Facts):
+    heads_q = facts.heads_q
+
+    def run(tensors: dict, workspace: dict, stream) -> None:
+        extra = {key: tensors[name] for key, name in optional.items()}
+        if scratch:
             extra["dsink"] = workspace[DSINK_SCRATCH][:heads_q * 4].view(_float32())
         kernel(*operands(tensors), scale=facts.attn_scale, workspace=workspace, stream=stream,
-               band_left=band_left, band_right=band_right, deterministic=facts.deterministic,
+               band_left=op.band_left, band_right=op.band_right, deterministic=facts.deterministic,
                check_lengths=padded and check_seq_len_values(), **extra)
 
     return run

@@ -1,0 +1,106 @@
+"""The backward's hot path. Everything that depends only on the problem (sizes, scale, mask bounds, feature flags,
+which of the three kernels run) is packed once into a Launch; a call then only reads pointers and strides off the
+tensors and calls the TVM-FFI launchers (pointers as ints, the stream as a raw handle: see compile.py).
+
+A Launch checks nothing: its caller has checked the tensors (CompiledBackward.__call__ does; the engine relies on
+the lowering's executor, which checks every tensor against the plan before it runs the engine)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from frost.kernels import rowwise
+from frost.kernels.mask import FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
+
+LOG2_E = math.log2(math.e)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """The per-plan values of a backward: sizes, scale, band, and which optional inputs a call passes."""
+
+    batch: int
+    heads: int
+    heads_kv: int
+    seq_q: int
+    seq_kv: int
+    scale: float
+    band_left: int | None = None
+    band_right: int | None = None
+    deterministic: bool = False
+    seq_len_q: bool = False     # a seq_len_q tensor is passed
+    seq_len_kv: bool = False
+    sink: bool = False          # sink and dsink are passed
+
+
+def seq_pad(seq_q: int) -> int:
+    """Workspace rows per (batch, head): seq_q rounded up to a multiple of 128."""
+    return -(-seq_q // rowwise.SEQ_PAD) * rowwise.SEQ_PAD
+
+
+def _flags(mask: MaskSpec, p: Problem) -> int:
+    return (mask.flags() | (FLAG_DETERMINISTIC if p.deterministic else 0) | (FLAG_SEQ_Q if p.seq_len_q else 0)
+            | (FLAG_SEQ_KV if p.seq_len_kv else 0) | (FLAG_SINK if p.sink else 0))
+
+
+class Launch:
+    """``launch(q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
+    sink=None, dsink=None)`` enqueues the backward of one Problem. ``workspace`` maps the region names of
+    api.workspace_regions to tensors (only their addresses are read); ``dsink`` may be any buffer of >= 4*Hq bytes."""
+
+    def __init__(self, kernels, cfg, p: Problem):
+        mask = MaskSpec(cfg.causal, cfg.alignment, p.band_left, p.band_right)
+        left, right = mask.bounds()
+        flags, sq_pad, scale = _flags(mask, p), seq_pad(p.seq_q), float(p.scale)
+        self.empty = p.batch == 0 or p.heads == 0
+        self.preprocess = kernels.preprocess if sq_pad else None
+        self.main = kernels.main if p.seq_kv else None
+        self.dq_convert = kernels.dq_convert if p.seq_q else None
+        self.pre_args = (p.batch, p.heads, p.seq_q, sq_pad, cfg.head_dim_v, flags)
+        self.main_args = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, sq_pad, cfg.head_dim_qk, cfg.head_dim_v)
+        self.main_tail = (scale, scale * LOG2_E, left, right, flags)
+        self.cvt_args = (p.batch, p.heads, p.seq_q, sq_pad, cfg.head_dim_qk, flags)
+        self.scale = scale
+        self.current_stream = _current_stream_getter()
+
+    def __call__(self, q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
+                 sink=None, dsink=None) -> None:
+        if self.empty:
+            if dsink is not None:
+                dsink.zero_()
+            return
+        s = self.current_stream(q.get_device()) if stream is None else _raw_stream(stream)
+        acc, sem = workspace["dq_accum"].data_ptr(), workspace["dq_sem"].data_ptr()
+        lse2, delta, part = (workspace["lse_log2"].data_ptr(), workspace["delta"].data_ptr(),
+                             workspace["dsink_part"].data_ptr())
+        # absent optional inputs get a stand-in address (never dereferenced: their flag is off)
+        sq = delta if seq_len_q is None else seq_len_q.data_ptr()
+        skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
+        sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
+        do_p, do_s = do.data_ptr(), do.stride()[:3]
+        if self.preprocess is not None:
+            self.preprocess(o.data_ptr(), do_p, lse.data_ptr(), lse2, delta, acc, sq, sink_p, part, sem,
+                            *self.pre_args, *o.stride()[:3], *do_s, *lse.stride(), s)
+        elif dsink is not None:
+            dsink.zero_()
+        if self.main is not None:
+            self.main(q.data_ptr(), k.data_ptr(), v.data_ptr(), do_p, lse2, delta, acc, dk.data_ptr(), dv.data_ptr(),
+                      sq, skv, sem, *self.main_args, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do_s,
+                      *dk.stride()[:3], *dv.stride()[:3], *self.main_tail, s)
+        if self.dq_convert is not None:
+            self.dq_convert(acc, dq.data_ptr(), part, dsink_p, *self.cvt_args, *dq.stride()[:3], self.scale, s)
+
+
+def _raw_stream(stream) -> int:
+    """A torch.cuda.Stream (or anything with .cuda_stream), a cuda.CUstream or a raw handle."""
+    handle = getattr(stream, "cuda_stream", None)
+    return int(stream) if handle is None else handle
+
+
+def _current_stream_getter():
+    """device index -> torch's current raw stream handle (the private torch call skips building a Stream object)."""
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)

@@ -1,0 +1,83 @@
+"""The fast launch path on CPU (no GPU, nothing compiled): a Launch passes every kernel the values its jit host
+entry declares, in order -- pointers as ints, strides, sizes, flags, the stream handle last."""
+
+import inspect
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from frost.kernels.api import choose_config, workspace_regions
+from frost.kernels.bwd_main import BwdMainKernel
+from frost.kernels.dq_convert import DqConvertKernel
+from frost.kernels.launch import LOG2_E, Launch, Problem
+from frost.kernels.mask import FLAG_BOTTOM_RIGHT, FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND
+from frost.kernels.preprocess import PreprocessKernel
+
+SIGNATURES = {"preprocess": PreprocessKernel, "main": BwdMainKernel, "dq_convert": DqConvertKernel}
+
+
+def _recording_kernels(calls: dict):
+    def recorder(name):
+        params = list(inspect.signature(SIGNATURES[name].__call__).parameters)[1:]   # drop self
+
+        def launch(*args):
+            assert len(args) == len(params), (name, len(args), len(params))
+            calls[name] = dict(zip(params, args))
+        return launch
+
+    return SimpleNamespace(**{name: recorder(name) for name in SIGNATURES})
+
+
+def _bshd(b, h, s, d, dtype=torch.bfloat16):
+    return torch.zeros(b, s, h, d, dtype=dtype).transpose(1, 2)
+
+
+def _problem_tensors(b=2, hq=4, hkv=2, sq=100, skv=140, d=64):
+    cfg = choose_config("bfloat16", d, d, True, "bottom_right", "sm_90a")
+    q, o, do, dq = (_bshd(b, hq, sq, d) for _ in range(4))
+    k, v, dk, dv = (_bshd(b, hkv, skv, d) for _ in range(4))
+    lse = torch.zeros(b, hq, sq)
+    ws = {n: torch.zeros(max(nb, 16), dtype=torch.uint8) for n, nb in workspace_regions(cfg, b, hq, sq, skv)}
+    return cfg, (q, k, v, o, do, lse, dq, dk, dv), ws
+
+
+def test_launch_passes_each_kernel_its_declared_arguments():
+    calls = {}
+    cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
+    seq_kv, sink, dsink = torch.tensor([140, 77], dtype=torch.int32), torch.zeros(4), torch.zeros(4)
+    launch = Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=40,
+                                                             deterministic=True, seq_len_kv=True, sink=True))
+    launch(q, k, v, o, do, lse, dq, dk, dv, ws, 7, seq_len_kv=seq_kv, sink=sink, dsink=dsink)
+    flags = FLAG_BOTTOM_RIGHT | FLAG_DETERMINISTIC | FLAG_SEQ_KV | FLAG_SINK
+    pre, main, cvt = calls["preprocess"], calls["main"], calls["dq_convert"]
+    assert (pre["pO"], pre["pdO"], pre["pLSE"], pre["pSink"]) == (o.data_ptr(), do.data_ptr(), lse.data_ptr(),
+                                                                   sink.data_ptr())
+    assert (pre["seqlen_q"], pre["seqlen_q_pad"], pre["flags"], pre["stream"]) == (100, 128, flags, 7)
+    assert (pre["o_sb"], pre["o_sh"], pre["o_ss"]) == o.stride()[:3] and pre["lse_ss"] == 1
+    assert (main["pK"], main["pdV"], main["pSeqKV"], main["pSem"]) == (k.data_ptr(), dv.data_ptr(),
+                                                                       seq_kv.data_ptr(), ws["dq_sem"].data_ptr())
+    assert (main["heads"], main["heads_kv"], main["seqlen_kv"], main["head_dim"]) == (4, 2, 140, 64)
+    assert (main["k_sb"], main["k_sh"], main["k_ss"]) == k.stride()[:3]
+    assert main["scale"] == 0.125 and main["scale_log2"] == pytest.approx(0.125 * LOG2_E)
+    assert (main["band_left"], main["band_right"], main["flags"], main["stream"]) == (40, 0, flags, 7)
+    assert (cvt["pdQ"], cvt["pDsink"], cvt["dq_ss"], cvt["scale"]) == (dq.data_ptr(), dsink.data_ptr(),
+                                                                       dq.stride(2), 0.125)
+
+
+def test_absent_inputs_get_a_stand_in_and_no_flag():
+    calls = {}
+    cfg, tensors, ws = _problem_tensors()
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125))(*tensors, ws, 3)
+    main = calls["main"]
+    assert main["pSeqQ"] == main["pSeqKV"] == ws["delta"].data_ptr()
+    assert main["flags"] == FLAG_BOTTOM_RIGHT and main["band_left"] == NO_BOUND
+
+
+def test_empty_problems_launch_nothing_but_zero_dsink():
+    calls = {}
+    cfg, tensors, ws = _problem_tensors(sq=0)
+    dsink = torch.full((4,), float("nan"))
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 0, 140, 0.125, sink=True))(
+        *tensors, ws, 3, sink=torch.zeros(4), dsink=dsink)
+    assert set(calls) == {"main"} and bool((dsink == 0).all())
