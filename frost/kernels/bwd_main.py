@@ -40,16 +40,18 @@ from cutlass import Float32, Int32, Int64
 from cutlass.cute.nvgpu import cpasync, warp
 
 from frost.kernels import cute_utils as cu
-from frost.kernels.mask import (FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask)
+from frost.kernels.mask import (FLAG_DETERMINISTIC, FLAG_KV_SLOWEST, FLAG_SEQ_KV, FLAG_SEQ_Q, NO_BOUND, batch_length,
+                               make_mask)
 from frost.kernels.preprocess import SEM_ROWS
 from frost.kernels.tiles import TileConfig
 
 
 class BwdMainKernel:
-    def __init__(self, dtype, tile: TileConfig):
+    def __init__(self, dtype, tile: TileConfig, smem_carveout_percent: int = 100):
         tile.check()
         self.dtype = dtype
         self.tile = tile
+        self.carveout = smem_carveout_percent  # see arch.ArchConfig
         self.N, self.M, self.D = tile.n_block, tile.m_block, tile.head_dim_pad
         self.num_threads = tile.num_threads
         # (does dV, does dK + dQ) per walk over the query tiles
@@ -94,11 +96,11 @@ class BwdMainKernel:
         smem = self._smem_layouts()
         storage_cls = self._storage_cls(smem)
         self.smem_bytes = storage_cls.size_in_bytes()
-        grid = (cute.ceil_div(seqlen_kv, self.N), heads_kv, batch)
+        grid, flags = block_order(cute.ceil_div(seqlen_kv, self.N), heads_kv, batch, band_left, flags)
         self.kernel(t.Q, t.K, t.V, t.dO, t.LSE2, t.Delta, t.dQacc, t.dK, t.dV, t.SeqQ, t.SeqKV, t.Sem,
                     heads // heads_kv, scale, scale_log2, band_left, band_right, flags, storage_cls).launch(
             grid=grid, block=[self.num_threads, 1, 1], stream=stream, min_blocks_per_mp=self.tile.min_blocks,
-            preferred_smem_carveout=100)
+            preferred_smem_carveout=self.carveout)
 
     def _smem_layouts(self):
         t, N, M, D = self.tile, self.N, self.M, self.D
@@ -167,9 +169,6 @@ class BwdMainKernel:
                                                 do_dk)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
-            if cutlass.const_expr(do_dk):
-                head_last, m_last = self._walk_prev(mask, walk, head, m_block)  # (head, m_block) is one past the last
-                self._release_dq(ld, walk, head_last, m_last, walk.n_iter > 0)
             self._store_dkv(mm, acc, g, mK.shape[2], mQ.shape[3], mV.shape[3], scale, do_dv, do_dk)
 
     # ------------------------------------------------------------------------------------------------ setup helpers
@@ -179,10 +178,7 @@ class BwdMainKernel:
         of each query head of the GQA group, heads in order: dK/dV sum over the group in registers, in a fixed
         order)."""
         det = (a.flags & FLAG_DETERMINISTIC) != 0
-        bx, head_kv, batch = cute.arch.block_idx()
-        n_block = bx
-        if det:
-            n_block = cute.arch.grid_dim()[0] - 1 - bx  # see dq_order_wait: higher KV tiles start first
+        n_block, head_kv, batch = kv_tile_of_block(a.flags, det, cute.ceil_div(a.K.shape[2], self.N))
         seqlen_q = batch_length(a.SeqQ, a.flags, FLAG_SEQ_Q, batch, a.Q.shape[2])
         seqlen_kv = batch_length(a.SeqKV, a.flags, FLAG_SEQ_KV, batch, a.K.shape[2])
         mask = make_mask(seqlen_q, seqlen_kv, a.band_left, a.band_right, a.flags)
@@ -334,20 +330,6 @@ class BwdMainKernel:
         return head_next, m_next
 
     @cute.jit
-    def _walk_prev(self, mask, walk, head, m_block):
-        """(query head, query tile) of the step before (head, m_block) (meaningless for the first step)."""
-        m_begin, m_end = mask.m_block_range(walk.n_block, self.N, self.M)
-        m_prev, head_prev = m_block - 1, head
-        if m_block == m_begin:
-            m_prev, head_prev = m_end - 1, head - 1
-        return head_prev, m_prev
-
-    @cute.jit
-    def _release_dq(self, ld, walk, head, m_block, valid):
-        """Deterministic mode: release query tile (head, m_block) to the next KV tile (after a CTA barrier)."""
-        dq_order_release(ld.qSem[ld.batch, head, None], m_block * (self.M // SEM_ROWS), walk.det & valid, ld.tidx)
-
-    @cute.jit
     def _walk_step(self, ld, mm, mask, acc, walk, it, head, m_block, scale_log2, do_dv: cutlass.Constexpr,
                    do_dk: cutlass.Constexpr):
         """One query tile of the walk; returns the (head, tile) of the next step."""
@@ -357,9 +339,6 @@ class BwdMainKernel:
         has_next = it + 1 < walk.n_iter
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
-        if cutlass.const_expr(do_dk):
-            head_prev, m_prev = self._walk_prev(mask, walk, head, m_block)
-            self._release_dq(ld, walk, head_prev, m_prev, it > 0)
         if has_next:
             if cutlass.const_expr(t.q_stages == 2):
                 self._load_q(ld, head_next, m_next, 1 - q_stage, do_dk)
@@ -429,20 +408,21 @@ class BwdMainKernel:
         chunk = self.tile.dq_chunk
         gdQacc = cute.local_tile(ld.qdQacc[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
         sem_row, sem_index = ld.qSem[ld.batch, head, None], m_block * (self.M // SEM_ROWS)
-        dq_order_wait(sem_row, sem_index, mask.last_n_block(m_block, self.N, self.M) - walk.n_block, walk.det)
         for c in cutlass.range_constexpr(self.D // chunk):
             accdQ = cute.make_rmem_tensor(mm.thr_dq.partition_shape_C((self.M, chunk)), Float32)
             accdQ.fill(0.0)
             kt = mm.cBq.partition_S(cute.local_tile(mm.sKt, (chunk, self.N), (c, 0)))
             cu.gemm_ss(mm.dq, accdQ, mm.cAq, mm.sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
+            if cutlass.const_expr(c == 0):  # the first GEMM overlaps the wait
+                rank = mask.last_n_block(m_block, self.N, self.M) - walk.n_block
+                dq_order_wait(sem_row, sem_index, rank * self.tile.num_warps, walk.det)
             gdq = mm.thr_dq.partition_C(cute.local_tile(gdQacc, (self.M, chunk), (0, c)))
             for i in cutlass.range_constexpr(cute.size(accdQ, mode=[1])):
                 for j in cutlass.range_constexpr(cute.size(accdQ, mode=[2])):
                     for v in cutlass.range_constexpr(2):
                         cute.arch.red(gdq[(None, v), i, j].iterator, accdQ[(None, v), i, j].load(), op="add",
                                       dtype=Float32, sem="relaxed", scope="gpu")
-        if walk.det:
-            cute.arch.fence_acq_rel_gpu()
+        dq_order_release(sem_row, sem_index, walk.det)
 
     # ------------------------------------------------------------------------------------------------ epilogue
     @cute.jit
@@ -471,23 +451,59 @@ class BwdMainKernel:
                         t_dst[(None, v), i, j].store(r[(None, v), i, j].load())
 
 
+# Block order. Blocks are dealt out to the SMs in linear order (x fastest). A causal-like walk (no left bound) is
+# longest for the low KV tiles, so there the grid is (kv heads, batch, KV tiles): every head's long walks start in
+# the first waves instead of trailing at the end (longest job first). Otherwise (bands: walks of equal length;
+# deterministic mode, whose ordered dQ adds want each head's KV tiles co-scheduled; KV tiles past the grid's
+# y/z limit) the grid is (KV tiles, kv heads, batch), so neighbouring KV tiles, which share query tiles, run together.
+MAX_GRID_YZ = 65535
+
+
+@cute.jit
+def block_order(n_kv: Int32, heads_kv: Int32, batch: Int32, band_left: Int32, flags: Int32):
+    """Host side: the launch grid and the flags telling the kernel which order it was given."""
+    kv_slowest = Int32(0)
+    if ((flags & FLAG_DETERMINISTIC) == 0) & (band_left >= NO_BOUND) & (n_kv <= MAX_GRID_YZ):
+        kv_slowest = Int32(1)
+    keep = 1 - kv_slowest
+    grid = (kv_slowest * heads_kv + keep * n_kv, kv_slowest * batch + keep * heads_kv,
+            kv_slowest * n_kv + keep * batch)
+    return grid, flags | kv_slowest * FLAG_KV_SLOWEST
+
+
+@cute.jit
+def kv_tile_of_block(flags: Int32, deterministic: cutlass.Boolean, n_kv: Int32):
+    """(KV tile, kv head, batch) of this CTA (see block_order). Deterministic mode deals the KV tiles out in
+    reverse (see dq_order_wait)."""
+    bx, by, bz = cute.arch.block_idx()
+    order, head_kv, batch = bx, by, bz
+    if (flags & FLAG_KV_SLOWEST) != 0:
+        order, head_kv, batch = bz, bx, by
+    n_block = order
+    if deterministic:
+        n_block = n_kv - 1 - order
+    return n_block, head_kv, batch
+
+
 # Deterministic mode: the KV tiles visiting a query tile add their dQ in a fixed order, highest KV tile first. One
-# semaphore per (batch, query head, 16 query rows) counts the tiles done; the visitor of rank r (r =
-# AttentionMask.last_n_block - n_block) waits for r, adds, then releases r + 1. Highest first is the order in which
-# the tiles reach a query tile anyway under causal and band masks (a KV tile's walk starts at its diagonal), so the
-# waits are short (ascending order would make every tile wait for the longest walk). The block index is mapped in
-# reverse in this mode (n_block = grid.x - 1 - block.x), so the tiles waited on have lower block indices and are
-# scheduled first (no deadlock). No extra CTA barrier: every thread polls the semaphore itself (ld.acquire), fences
-# its own adds, and thread 0 releases the tile after the walk's next existing barrier (every thread's adds are then
-# fenced and done).
+# semaphore per (batch, query head, 16 query rows) counts warps; the visitor of rank r (r =
+# AttentionMask.last_n_block - n_block) waits until the count reaches r * warps (every warp of every earlier rank;
+# no later rank can add before that), adds, and each of its warps releases the tile as soon as its own adds are
+# fenced (lane 0 adds 1; no CTA barrier on the path).
+# Highest first is the order in which the tiles reach a query tile anyway under causal and band masks (a KV tile's
+# walk starts at its diagonal), so the waits are short. The KV tiles are dealt out in reverse in this mode
+# (kv_tile_of_block), so the tiles waited on are scheduled first, and no rank waits on a later one (no deadlock).
 @cute.jit
-def dq_order_wait(sem_row: cute.Tensor, index: Int32, rank: Int32, enabled: cutlass.Boolean):
+def dq_order_wait(sem_row: cute.Tensor, index: Int32, target: Int32, enabled: cutlass.Boolean):
     if enabled:
-        cu.spin_until_equal(sem_row.iterator + index, rank)
+        cu.spin_until_at_least(sem_row.iterator + index, target)
 
 
 @cute.jit
-def dq_order_release(sem_row: cute.Tensor, index: Int32, enabled: cutlass.Boolean, tidx: Int32):
-    """Call after a CTA barrier that follows every thread's fenced adds of the tile."""
-    if enabled & (tidx == 0):
-        cute.arch.atomic_add(sem_row.iterator + index, Int32(1), sem="release", scope="gpu")
+def dq_order_release(sem_row: cute.Tensor, index: Int32, enabled: cutlass.Boolean):
+    """Each thread fences its own adds; after the warp converges, lane 0 releases the warp's share."""
+    if enabled:
+        cute.arch.fence_acq_rel_gpu()
+        cute.arch.sync_warp()
+        if cute.arch.lane_idx() == 0:
+            cute.arch.atomic_add(sem_row.iterator + index, Int32(1), sem="release", scope="gpu")

@@ -14,6 +14,7 @@ Python numbers and the stream as a raw handle, and packs them in C -- well under
 import threading
 from dataclasses import dataclass, field
 
+from frost.kernels.arch import arch_config
 from frost.kernels.tiles import TileConfig, tile_for_pad
 
 DTYPES = ("float16", "bfloat16")
@@ -32,7 +33,7 @@ class KernelKey:
     def as_str(self) -> str:
         t = self.tile
         return (f"frost.bwd.v2:{self.arch}:{self.dtype}:d{self.head_dim_pad}:n{t.n_block}m{t.m_block}"
-                f":s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}")
+                f":s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}")
 
 
 FUNCS = ("preprocess", "main", "dq_convert")
@@ -89,7 +90,7 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     pre = cute.compile(pre_k, ptr(dt), ptr(dt), ptr(Float32, 4), ptr(Float32), ptr(Float32), ptr(Float32),
                        ptr(Int32, 4), ptr(Float32, 4), ptr(Float32, 4), ptr(Int32, 4),
                        *[i32] * 6, *[i64] * 9, stream, options=opts)
-    main_k = BwdMainKernel(dt, tile or key.tile)
+    main_k = BwdMainKernel(dt, tile or key.tile, arch_config(key.arch).smem_carveout_percent)
     main = cute.compile(main_k, *[ptr(dt)] * 4, *[ptr(Float32)] * 3, *[ptr(dt)] * 2, *[ptr(Int32, 4)] * 3,
                         *[i32] * 8, *[i64] * 18, Float32(1.0), Float32(1.0), *[i32] * 3, stream, options=opts)
     cvt_k = DqConvertKernel(dt, key.head_dim_pad)

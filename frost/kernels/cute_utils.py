@@ -110,13 +110,14 @@ def make_gmem_copy(dtype, num_threads: int, cols: int, async_copy: bool = True) 
 
 
 @dsl_user_op
-def spin_until_equal(ptr: cute.Pointer, value: Int32, *, loc=None, ip=None) -> None:
-    """Busy-wait (one thread) until the int32 at global ``ptr`` equals ``value`` (ld.acquire.gpu). One asm block,
-    so the compiler sees no loop around it (a visible loop there costs the main kernel ~20 registers)."""
+def spin_until_at_least(ptr: cute.Pointer, value: Int32, *, loc=None, ip=None) -> None:
+    """Busy-wait (one thread) until the int32 counter at global ``ptr`` reaches ``value`` (ld.acquire.gpu). Not
+    "equals": other waiters may already have moved the counter past ``value``. One asm block, so the compiler sees
+    no loop around it (a visible loop there costs the main kernel ~20 registers)."""
     from cutlass.cute.arch.nvvm_wrappers import _normalize_ptr
 
     llvm.inline_asm(
         None, [_normalize_ptr(ptr, loc=loc, ip=ip), Int32(value).ir_value(loc=loc, ip=ip)],
         "{\n\t.reg .pred p;\n\t.reg .b32 v;\n\tFROST_SPIN_${:uid}:\n\t"
-        "ld.acquire.gpu.global.b32 v, [$0];\n\tsetp.ne.s32 p, v, $1;\n\t@p bra FROST_SPIN_${:uid};\n\t}",
+        "ld.acquire.gpu.global.b32 v, [$0];\n\tsetp.lt.s32 p, v, $1;\n\t@p bra FROST_SPIN_${:uid};\n\t}",
         "l,r,~{memory}", has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)

@@ -2,7 +2,16 @@
 
 Head dims are any multiple of 8 up to 256. Both head dims (QK and V) are padded to the same multiple of 32, the
 ``head_dim_pad`` of the tile; the logical dims are runtime values (they only bound loads and stores), so all head
-dims that pad alike share one compiled kernel."""
+dims that pad alike share one compiled kernel.
+
+Why 32 key rows per warp at d64 and d128: every warp reads the whole Q and dO tile through ldmatrix (B operands
+of S^T, dP^T, dV and dK), so the shared-memory bytes per MMA fall as the rows a warp owns grow (each B fragment
+feeds two m16 atoms instead of one). The main kernel is shared-memory bound (docs/performance.md), and on the H200
+(with the SM120 100 KB/SM shared-memory limit emulated) this took d64 from 0.87x/1.01x to 1.02x/1.19x of FA2
+(non-causal/causal) and d128 from 0.72x/0.76x to 0.78x/0.80x (d128 needs the two-pass walk to keep 32 rows of
+dK or dV in registers). At d64 the double-buffered Q/dO variant measured faster (1.09x/1.27x) but spills a few
+registers when built for sm_120a, so the single-buffered one (two CTAs fit per SM) is served.
+``benchmarks/bench_kernels.py --variants`` times the alternatives."""
 
 from __future__ import annotations
 
@@ -18,17 +27,18 @@ HEAD_DIM_PADS = (32, 64, 96, 128, 160, 192, 224, 256)
 @dataclass(frozen=True)
 class TileConfig:
     head_dim_pad: int   # Q/K/V/dO tiles are head_dim_pad wide in shared memory (zero-filled past the logical dim)
-    n_block: int        # key/value rows owned by one CTA (16 per warp: each warp owns whole rows of S^T)
+    n_block: int        # key/value rows owned by one CTA (rows_per_warp per warp: each warp owns whole rows of S^T)
     m_block: int        # query rows per step of the walk
     q_stages: int       # shared-memory buffers for Q (+ LSE, delta); 2 = next tile loads during this one
     do_stages: int      # shared-memory buffers for dO
     two_pass: bool      # large head dims: pass 1 accumulates dV, pass 2 dK and dQ (halves live accumulators)
     dq_chunk: int       # dQ columns accumulated in registers at a time
     min_blocks: int = 1  # CTAs per SM the register file must hold (.minnctapersm: caps registers)
+    rows_per_warp: int = 16  # key rows per warp; 32 halves the shared-memory reads of Q/dO per MMA (see top)
 
     @property
     def num_warps(self) -> int:
-        return self.n_block // 16
+        return self.n_block // self.rows_per_warp
 
     @property
     def num_threads(self) -> int:
@@ -41,30 +51,35 @@ class TileConfig:
         return wm, self.num_warps // wm
 
     def smem_bytes(self, elem_bytes: int = 2) -> int:
-        """Shared memory of the main kernel (each buffer 1024-byte aligned), as the kernel allocates it."""
+        """Shared memory of the main kernel as it allocates it (tiles 1024-byte aligned, row vectors 128)."""
         d = self.head_dim_pad
         bufs = [self.n_block * d * elem_bytes,                      # K
                 self.n_block * d * elem_bytes,                      # V
                 self.m_block * d * elem_bytes * self.q_stages,     # Q
                 self.m_block * d * elem_bytes * self.do_stages,    # dO
-                self.n_block * self.m_block * elem_bytes,          # dS^T
-                self.m_block * 4 * self.q_stages,                  # LSE * log2(e)
-                self.m_block * 4 * self.q_stages]                  # delta
-        return sum(-(-b // 1024) * 1024 for b in bufs)
+                self.n_block * self.m_block * elem_bytes]          # dS^T
+        vecs = [self.m_block * 4 * self.q_stages] * 2              # LSE * log2(e), delta
+        return sum(-(-b // 1024) * 1024 for b in bufs) + sum(-(-b // 128) * 128 for b in vecs)
 
     def check(self) -> None:
         d, (wm, wd) = self.head_dim_pad, self.dq_warps
-        assert d in HEAD_DIM_PADS and self.n_block in (64, 128) and self.m_block % 16 == 0
+        assert d in HEAD_DIM_PADS and self.n_block in (64, 128, 256) and self.m_block % 16 == 0
+        assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (16 * wd) == 0
+        # a dQ chunk must not start inside a swizzle atom of the K tile (cute_utils.smem_tile_layout): a 32-wide
+        # chunk of d=64's 64-wide atoms gave wrong dQ on the H200 (d64_r32_s11_c32 in bench_variants, 2026-11-29)
+        assert self.dq_chunk % next(c for c in (64, 32, 16) if d % c == 0) == 0, "dq_chunk splits a swizzle atom"
         assert self.smem_bytes() <= SMEM_LIMIT_BYTES, (self, self.smem_bytes())
 
 
 _TABLE = {
     32: TileConfig(32, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32),
-    64: TileConfig(64, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=64),
+    64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
+                   rows_per_warp=32),
     96: TileConfig(96, n_block=64, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32),
-    128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=64),
+    128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=True, dq_chunk=128,
+                    rows_per_warp=32),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=True, dq_chunk=32),
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64),
     224: TileConfig(224, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=32),
