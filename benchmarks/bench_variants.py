@@ -5,6 +5,7 @@ from frost.kernels.tiles import TileConfig
 VARIANTS = {
     "d64_n64m64_b2": TileConfig(64, 64, 64, 2, 2, False, 64, min_blocks=2),
     "d64_n128m32": TileConfig(64, 128, 32, 2, 2, False, 64),
+    "d64_n128m64": TileConfig(64, 128, 64, 2, 2, False, 64),
     "d128_n128m32": TileConfig(128, 128, 32, 2, 1, False, 64),
     "d128_n128m32_c128": TileConfig(128, 128, 32, 2, 1, False, 128),
     "d128_n64m32_c128": TileConfig(128, 64, 32, 2, 2, False, 128),

@@ -8,6 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SMEM_LIMIT_BYTES = 99 * 1024  # 101376: cutlass.memory.get_smem_capacity_in_bytes("sm_120")
+SM120_SMEM_PER_SM = 100 * 1024
+SM90_SMEM_PER_SM = 228 * 1024
+SM90_SMEM_MAX_PER_CTA = 227 * 1024
+SMEM_RESERVED_PER_CTA = 1024  # the driver's per-CTA reservation on both
 
 
 @dataclass(frozen=True)
@@ -15,16 +19,25 @@ class ArchConfig:
     name: str                 # the --gpu-arch value
     capability: tuple[int, int]
     smem_limit: int = SMEM_LIMIT_BYTES
-    # the main kernel's preferred shared-memory carveout, percent of the SM's maximum: SM120 has 100 KB per SM;
-    # on the H200 (228 KB) 43 % picks its 100 KB configuration, so CTAs co-reside exactly as they would on SM120
-    # (a tile that only runs fast because a second CTA fits in Hopper's larger shared memory would mislead)
-    smem_carveout_percent: int = 100
+    smem_per_sm: int = SM120_SMEM_PER_SM
+    emulate_sm120_occupancy: bool = False  # see launch_smem_bytes
+
+
+def launch_smem_bytes(arch: "ArchConfig", used: int) -> int:
+    """Dynamic shared memory the main kernel requests at launch. On SM120 (100 KB per SM) that is what it uses. On
+    a bigger SM (the H200's 228 KB) it asks for enough that no more CTAs share an SM than would on SM120: a tile
+    must not look fast on the test GPU only because a second CTA fits there (the preferred-carveout hint does not
+    do this: the driver picked a 200 KB configuration for two 99 KB CTAs)."""
+    if not arch.emulate_sm120_occupancy:
+        return used
+    ctas = max(SM120_SMEM_PER_SM // (used + SMEM_RESERVED_PER_CTA), 1)
+    return max(used, min(arch.smem_per_sm // ctas - SMEM_RESERVED_PER_CTA, SM90_SMEM_MAX_PER_CTA))
 
 
 ARCHS: dict[str, ArchConfig] = {
     "sm_120a": ArchConfig("sm_120a", (12, 0)),
     "sm_121a": ArchConfig("sm_121a", (12, 1)),
-    "sm_90a": ArchConfig("sm_90a", (9, 0), smem_carveout_percent=43),
+    "sm_90a": ArchConfig("sm_90a", (9, 0), smem_per_sm=SM90_SMEM_PER_SM, emulate_sm120_occupancy=True),
 }
 
 

@@ -40,6 +40,7 @@ from cutlass import Float32, Int32, Int64
 from cutlass.cute.nvgpu import cpasync, warp
 
 from frost.kernels import cute_utils as cu
+from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.mask import (FLAG_DETERMINISTIC, FLAG_KV_SLOWEST, FLAG_SEQ_KV, FLAG_SEQ_Q, NO_BOUND, batch_length,
                                make_mask)
 from frost.kernels.preprocess import SEM_ROWS
@@ -47,11 +48,11 @@ from frost.kernels.tiles import TileConfig
 
 
 class BwdMainKernel:
-    def __init__(self, dtype, tile: TileConfig, smem_carveout_percent: int = 100):
+    def __init__(self, dtype, tile: TileConfig, arch: ArchConfig):
         tile.check()
         self.dtype = dtype
         self.tile = tile
-        self.carveout = smem_carveout_percent  # see arch.ArchConfig
+        self.arch = arch
         self.N, self.M, self.D = tile.n_block, tile.m_block, tile.head_dim_pad
         self.num_threads = tile.num_threads
         # (does dV, does dK + dQ) per walk over the query tiles
@@ -100,7 +101,7 @@ class BwdMainKernel:
         self.kernel(t.Q, t.K, t.V, t.dO, t.LSE2, t.Delta, t.dQacc, t.dK, t.dV, t.SeqQ, t.SeqKV, t.Sem,
                     heads // heads_kv, scale, scale_log2, band_left, band_right, flags, storage_cls).launch(
             grid=grid, block=[self.num_threads, 1, 1], stream=stream, min_blocks_per_mp=self.tile.min_blocks,
-            preferred_smem_carveout=self.carveout)
+            smem=launch_smem_bytes(self.arch, self.smem_bytes), preferred_smem_carveout=100)
 
     def _smem_layouts(self):
         t, N, M, D = self.tile, self.N, self.M, self.D

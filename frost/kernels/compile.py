@@ -90,7 +90,7 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     pre = cute.compile(pre_k, ptr(dt), ptr(dt), ptr(Float32, 4), ptr(Float32), ptr(Float32), ptr(Float32),
                        ptr(Int32, 4), ptr(Float32, 4), ptr(Float32, 4), ptr(Int32, 4),
                        *[i32] * 6, *[i64] * 9, stream, options=opts)
-    main_k = BwdMainKernel(dt, tile or key.tile, arch_config(key.arch).smem_carveout_percent)
+    main_k = BwdMainKernel(dt, tile or key.tile, arch_config(key.arch))
     main = cute.compile(main_k, *[ptr(dt)] * 4, *[ptr(Float32)] * 3, *[ptr(dt)] * 2, *[ptr(Int32, 4)] * 3,
                         *[i32] * 8, *[i64] * 18, Float32(1.0), Float32(1.0), *[i32] * 3, stream, options=opts)
     cvt_k = DqConvertKernel(dt, key.head_dim_pad)

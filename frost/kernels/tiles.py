@@ -4,13 +4,14 @@ Head dims are any multiple of 8 up to 256. Both head dims (QK and V) are padded 
 ``head_dim_pad`` of the tile; the logical dims are runtime values (they only bound loads and stores), so all head
 dims that pad alike share one compiled kernel.
 
-Why 32 key rows per warp at d64 and d128: every warp reads the whole Q and dO tile through ldmatrix (B operands
-of S^T, dP^T, dV and dK), so the shared-memory bytes per MMA fall as the rows a warp owns grow (each B fragment
-feeds two m16 atoms instead of one). The main kernel is shared-memory bound (docs/performance.md), and on the H200
-(with the SM120 100 KB/SM shared-memory limit emulated) this took d64 from 0.87x/1.01x to 1.02x/1.19x of FA2
-(non-causal/causal) and d128 from 0.72x/0.76x to 0.78x/0.80x (d128 needs the two-pass walk to keep 32 rows of
-dK or dV in registers). At d64 the double-buffered Q/dO variant measured faster (1.09x/1.27x) but spills a few
-registers when built for sm_120a, so the single-buffered one (two CTAs fit per SM) is served.
+Why 32 key rows per warp at d64: every warp reads the whole Q and dO tile through ldmatrix (B operands of S^T,
+dP^T, dV and dK), so the shared-memory bytes per MMA fall as the rows a warp owns grow (each B fragment feeds two
+m16 atoms instead of one). The main kernel is shared-memory bound (docs/performance.md). On the H200 with SM120's
+occupancy emulated (arch.launch_smem_bytes), B4 H16 S4096 bf16 vs FA2, non-causal/causal: d64 went from 0.85x/1.00x
+(n128 m64, 16 rows) to 0.99x/1.16x with 32 rows, single-buffered so that two 49 KB CTAs share an SM (the
+double-buffered one fits once: 0.86x/0.99x). At d128 32 rows need the two-pass walk and one 99 KB CTA of 4 warps
+per SM: 0.57x/0.62x, so d128 keeps 16 rows and 8 warps, with a 128-wide dQ chunk (0.75x/0.79x; 64-wide: 0.72x/
+0.76x). Without the emulation the H200 co-resides two 99 KB CTAs and ranks these tiles the other way round.
 ``benchmarks/bench_kernels.py --variants`` times the alternatives."""
 
 from __future__ import annotations
@@ -78,8 +79,7 @@ _TABLE = {
     64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
                    rows_per_warp=32),
     96: TileConfig(96, n_block=64, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32),
-    128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=True, dq_chunk=128,
-                    rows_per_warp=32),
+    128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=128),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=True, dq_chunk=32),
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64),
     224: TileConfig(224, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=32),
