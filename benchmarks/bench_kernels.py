@@ -68,8 +68,7 @@ class Case:
         if tile is not None:
             from frost.kernels.compile import compile_kernels
 
-            bwd = CompiledBackward.__new__(CompiledBackward)
-            bwd.cfg, bwd.kernels = cfg, compile_kernels(cfg.kernel_key, tile=tile)
+            bwd = CompiledBackward(cfg, compile_kernels(cfg.kernel_key, tile=tile))
         else:
             bwd = CompiledBackward(cfg)
         ws = {n: torch.empty(x, dtype=torch.uint8, device="cuda")

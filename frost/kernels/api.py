@@ -100,9 +100,20 @@ def compile_backward(cfg: KernelConfig) -> "CompiledBackward":
 
 
 class CompiledBackward:
-    def __init__(self, cfg: KernelConfig):
+    def __init__(self, cfg: KernelConfig, kernels=None):
+        """``kernels``: an already compiled or loaded set for ``cfg.kernel_key`` (disk cache, tuning runs);
+        by default the in-process cache compiles or returns it."""
         self.cfg = cfg
-        self.kernels = get_kernels(cfg.kernel_key)
+        self.kernels = get_kernels(cfg.kernel_key) if kernels is None else kernels
+
+    def with_config(self, cfg: KernelConfig) -> "CompiledBackward":
+        """The same compiled kernels launched with another config's runtime values (mask kind, logical head
+        dims); the configs must share a compile key."""
+        if cfg == self.cfg:
+            return self
+        if compile_key(cfg) != compile_key(self.cfg):
+            raise ValueError(f"config {compile_key(cfg)} does not share the compile key {compile_key(self.cfg)}")
+        return CompiledBackward(cfg, self.kernels)
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, *, scale: float, workspace: dict, stream=None,
                  seq_len_q=None, seq_len_kv=None, band_left: int | None = None, band_right: int | None = None,

@@ -81,3 +81,17 @@ def test_empty_problems_launch_nothing_but_zero_dsink():
     Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 0, 140, 0.125, sink=True))(
         *tensors, ws, 3, sink=torch.zeros(4), dsink=dsink)
     assert set(calls) == {"main"} and bool((dsink == 0).all())
+
+
+def test_with_config_shares_kernels_only_within_a_compile_key():
+    from frost.kernels.api import CompiledBackward
+
+    kernels = object()   # stands in for a compiled set: nothing here launches
+    causal = choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a")
+    bwd = CompiledBackward(causal, kernels)
+    assert bwd.with_config(causal) is bwd
+    same_key = choose_config("bfloat16", 56, 48, False, "bottom_right", "sm_90a")
+    bound = bwd.with_config(same_key)
+    assert bound.cfg == same_key and bound.kernels is kernels and bwd.cfg == causal
+    with pytest.raises(ValueError, match="compile key"):
+        bwd.with_config(choose_config("bfloat16", 128, 128, True, "top_left", "sm_90a"))

@@ -5,7 +5,6 @@ enable_tvm_ffi=True)` as a raw tvm_ffi.Function, so a new process skips compilat
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -78,15 +77,4 @@ def load_set(data: bytes, cfg):
     loaded = [_load(blob, name) for blob, name in zip(blobs, FUNCS)]
     kernels = CompiledKernels(cfg.kernel_key, *(fn for _, fn in loaded), header["main_smem_bytes"])
     kernels.modules = [module for module, _ in loaded]  # keep the loaded code alive with the kernels
-    backward = CompiledBackward.__new__(CompiledBackward)
-    backward.cfg, backward.kernels = cfg, kernels
-    return backward
-
-
-def with_config(compiled, cfg):
-    """The same compiled kernels, launched with `cfg`'s runtime values (mask, logical head dims)."""
-    if compiled.cfg == cfg:
-        return compiled
-    bound = copy.copy(compiled)
-    bound.cfg = cfg
-    return bound
+    return CompiledBackward(cfg, kernels)

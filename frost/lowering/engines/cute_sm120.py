@@ -39,14 +39,15 @@ class CuteCompiler:
         return cute_persist.load_set(data, unit.config)
 
     def bind(self, kernel, config):
-        return cute_persist.with_config(kernel, config)
+        return kernel.with_config(config)
 
 
 register_default(ENGINE, CuteCompiler)
 
 
 def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
-    """The main kernel's grid: a CTA per KV tile, per kv head (walking its GQA group), per batch."""
+    """The main kernel's grid: a CTA per KV tile, per kv head (walking its GQA group), per batch (the launch may
+    order these axes differently: frost.kernels.bwd_main.block_order)."""
     return (-(-facts.seq_kv // cfg.tile.n_block), facts.heads_kv, facts.batch)
 
 
