@@ -18,7 +18,6 @@ SMEM_RESERVED_PER_CTA = 1024  # the driver's per-CTA reservation on both
 class ArchConfig:
     name: str                 # the --gpu-arch value
     capability: tuple[int, int]
-    smem_limit: int = SMEM_LIMIT_BYTES
     smem_per_sm: int = SM120_SMEM_PER_SM
     emulate_sm120_occupancy: bool = False  # see launch_smem_bytes
 

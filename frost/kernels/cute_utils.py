@@ -9,13 +9,15 @@ from cutlass import Int32
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import dsl_user_op
 
+from frost.kernels.tiles import swizzle_atom_cols
+
 _SWIZZLE_BY_ATOM_COLS = {64: 3, 32: 2, 16: 1}
 
 
 def smem_tile_layout(rows: int, cols: int, stages: int | None = None):
     """A (rows, cols[, stages]) 16-bit tile with cols contiguous, XOR-swizzled in 8-row atoms so that ldmatrix
     (plain and .trans) and 16-byte cp.async stores hit distinct banks."""
-    atom_cols = next(c for c in (64, 32, 16) if cols % c == 0)
+    atom_cols = swizzle_atom_cols(cols)
     atom = cute.make_composed_layout(
         cute.make_swizzle(_SWIZZLE_BY_ATOM_COLS[atom_cols], 3, 3), 0,
         cute.make_layout((8, atom_cols), stride=(atom_cols, 1)))
@@ -103,7 +105,7 @@ def make_gmem_copy(dtype, num_threads: int, cols: int, async_copy: bool = True) 
     op = cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.cpasync.LoadCacheMode.GLOBAL) if async_copy \
         else cute.nvgpu.CopyUniversalOp()
     atom = cute.make_copy_atom(op, dtype, num_bits_per_copy=128)
-    atom_cols = next(c for c in (64, 32, 16) if cols % c == 0)
+    atom_cols = swizzle_atom_cols(cols)
     tpr = atom_cols // elems
     thr = cute.make_layout((num_threads // tpr, tpr), stride=(tpr, 1))
     return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, elems)))

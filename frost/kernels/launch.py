@@ -7,13 +7,12 @@ the lowering's executor, which checks every tensor against the plan before it ru
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from frost.kernels import rowwise
 from frost.kernels.mask import FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
+from frost.kernels.preprocess import LOG2_E
 
-LOG2_E = math.log2(math.e)
 
 
 @dataclass(frozen=True)

@@ -68,9 +68,9 @@ class TileConfig:
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (16 * wd) == 0
-        # a dQ chunk must not start inside a swizzle atom of the K tile (cute_utils.smem_tile_layout): a 32-wide
+        # a dQ chunk must not start inside a swizzle atom of the K tile (swizzle_atom_cols): a 32-wide
         # chunk of d=64's 64-wide atoms gave wrong dQ on the H200 (d64_r32_s11_c32 in bench_variants, 2026-11-29)
-        assert self.dq_chunk % next(c for c in (64, 32, 16) if d % c == 0) == 0, "dq_chunk splits a swizzle atom"
+        assert self.dq_chunk % swizzle_atom_cols(d) == 0, "dq_chunk splits a swizzle atom"
         assert self.smem_bytes() <= SMEM_LIMIT_BYTES, (self, self.smem_bytes())
 
 
@@ -85,6 +85,11 @@ _TABLE = {
     224: TileConfig(224, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=32),
     256: TileConfig(256, n_block=64, m_block=16, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64),
 }
+
+
+def swizzle_atom_cols(cols: int) -> int:
+    """Width of the swizzle atom of a ``cols``-wide 16-bit shared-memory tile (cute_utils.smem_tile_layout)."""
+    return next(c for c in (64, 32, 16) if cols % c == 0)
 
 
 def pad_head_dim(head_dim: int) -> int:

@@ -14,7 +14,7 @@ import time
 
 log = logging.getLogger("frost")
 
-FUNCS = ("preprocess", "main", "dq_convert")
+from frost.kernels.compile import FUNCS  # (no cutlass import: compile.py imports it lazily)
 
 
 def _prefix(name: str) -> str:
