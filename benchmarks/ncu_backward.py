@@ -2,7 +2,7 @@
 
     ncu --clock-control none --kernel-name regex:BwdMain --launch-skip 1 --launch-count 1 \\
         --section SpeedOfLight --section Occupancy --section WarpStateStats \\
-        python3 benchmarks/ncu_backward.py --batch 4 --heads 16 --seq 4096 --head-dim 128 [--causal]
+        python3 benchmarks/ncu_backward.py --batch 4 --heads 16 --seq 4096 --head-dim 128 [--causal] [--variant NAME]
 
 The first call compiles and warms up; the profiled one is the second. Not a benchmark (ncu replays the kernel)."""
 
@@ -23,7 +23,17 @@ def main() -> None:
     ap.add_argument("--seq", type=int, default=4096)
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--variant", default=None, help="a tile config of bench_variants.VARIANTS (direct kernel call)")
     a = ap.parse_args()
+    if a.variant:
+        from bench_kernels import Case
+        from bench_variants import VARIANTS
+
+        fn = Case(a.batch, a.heads, a.seq, a.head_dim, a.causal, torch.bfloat16).frost_fn(VARIANTS[a.variant])
+        for _ in range(2):
+            fn()
+        torch.cuda.synchronize()
+        return
     hkv = a.heads_kv or a.heads
     g = torch.Generator(device="cuda").manual_seed(0)
 

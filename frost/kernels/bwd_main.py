@@ -1,8 +1,8 @@
 """The fused attention-backward main kernel (FlashAttention-2 style, KV-stationary).
 
-One CTA owns a KV tile (``n_block`` keys) of one (batch, kv head) and walks the query tiles that can see it, for each
-query head of the kv head's GQA group in head order (dK/dV of the group summed in registers in a fixed order: no
-partials, deterministic). Per query
+One CTA owns a KV tile (``n_block`` keys) of one (batch, kv head) and walks the query tiles that can see it, from
+the last one down, each for every query head of the kv head's GQA group in head order (dK/dV of the group summed
+in registers in a fixed order: no partials, deterministic). Per query
 tile it recomputes P^T = exp2(S^T * scale * log2e - LSE * log2e) from K, Q and the LSE (no max or sum), then runs
 the five GEMMs on mma.sync m16n8k16 with ldmatrix operands:
 
@@ -97,7 +97,8 @@ class BwdMainKernel:
         smem = self._smem_layouts()
         storage_cls = self._storage_cls(smem)
         self.smem_bytes = storage_cls.size_in_bytes()
-        grid, flags = block_order(cute.ceil_div(seqlen_kv, self.N), heads_kv, batch, band_left, flags)
+        grid, flags = block_order(cute.ceil_div(seqlen_kv, self.N), heads_kv, batch, band_left, band_right,
+                                   flags)
         self.kernel(t.Q, t.K, t.V, t.dO, t.LSE2, t.Delta, t.dQacc, t.dK, t.dV, t.SeqQ, t.SeqKV, t.Sem,
                     heads // heads_kv, scale, scale_log2, band_left, band_right, flags, storage_cls).launch(
             grid=grid, block=[self.num_threads, 1, 1], stream=stream, min_blocks_per_mp=self.tile.min_blocks,
@@ -144,12 +145,16 @@ class BwdMainKernel:
                mDelta: cute.Tensor, mdQacc: cute.Tensor, mdK: cute.Tensor, mdV: cute.Tensor, mSeqQ: cute.Tensor,
                mSeqKV: cute.Tensor, mSem: cute.Tensor, group: Int32, scale: Float32, scale_log2: Float32,
                band_left: Int32, band_right: Int32, flags: Int32, storage_cls: cutlass.Constexpr):
+        args = SimpleNamespace(Q=mQ, K=mK, V=mV, dO=mdO, LSE2=mLSE2, Delta=mDelta, dQacc=mdQacc, dK=mdK, dV=mdV,
+                               SeqQ=mSeqQ, SeqKV=mSeqKV, Sem=mSem, group=group, band_left=band_left,
+                               band_right=band_right, flags=flags, scale=scale, scale_log2=scale_log2)
+        self._body(args, storage_cls)
+
+    @cute.jit
+    def _body(self, args, storage_cls: cutlass.Constexpr):
         tidx, _, _ = cute.arch.thread_idx()
         s = self._smem_tensors(self._smem_layouts(), storage_cls)
         mm = self._mma_operands(self._tiled_mmas(), s, tidx)
-        args = SimpleNamespace(Q=mQ, K=mK, V=mV, dO=mdO, LSE2=mLSE2, Delta=mDelta, dQacc=mdQacc, dK=mdK, dV=mdV,
-                               SeqQ=mSeqQ, SeqKV=mSeqKV, Sem=mSem, group=group, band_left=band_left,
-                               band_right=band_right, flags=flags)
         for p in cutlass.range_constexpr(len(self.passes)):
             do_dv, do_dk = self.passes[p]
             # everything per pass is re-derived from the kernel arguments (constant bank) so that nothing but
@@ -160,26 +165,25 @@ class BwdMainKernel:
             if cutlass.const_expr(do_dk):
                 cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
             if walk.n_iter > 0:
-                self._load_q(ld, walk.head0, walk.m_begin, 0, do_dk)
-                self._load_do(ld, walk.head0, walk.m_begin, 0)
+                self._load_q(ld, walk.head0, walk.m_first, 0, do_dk)
+                self._load_do(ld, walk.head0, walk.m_first, 0)
             cute.arch.cp_async_commit_group()
             acc = self._make_acc(mm, do_dv, do_dk)
-            head, m_block = walk.head0, walk.m_begin
             for it in cutlass.range(0, walk.n_iter, 1):
-                head, m_block = self._walk_step(ld, mm, mask, acc, walk, it, head, m_block, scale_log2, do_dv,
-                                                do_dk)
+                self._walk_step(ld, mm, mask, acc, walk, it, args.scale_log2, do_dv, do_dk)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
-            self._store_dkv(mm, acc, g, mK.shape[2], mQ.shape[3], mV.shape[3], scale, do_dv, do_dk)
+            self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, do_dv,
+                            do_dk)
 
     # ------------------------------------------------------------------------------------------------ setup helpers
     @cute.jit
     def _setup(self, a, s, tidx):
-        """This CTA's batch lengths, mask, KV-side tiles, loaders and walk (every query tile [m_begin, m_end)
-        of each query head of the GQA group, heads in order: dK/dV sum over the group in registers, in a fixed
-        order)."""
+        """This CTA's batch lengths, mask, KV-side tiles, loaders and walk: the query tiles [m_begin, m_end) from
+        the last down, each for every query head of the GQA group in head order (dK/dV sum over the group in
+        registers, in a fixed order; see dq_order_wait for why the walk runs downwards)."""
         det = (a.flags & FLAG_DETERMINISTIC) != 0
-        n_block, head_kv, batch = kv_tile_of_block(a.flags, det, cute.ceil_div(a.K.shape[2], self.N))
+        n_block, head_kv, batch = kv_tile_of_block(a.flags)
         seqlen_q = batch_length(a.SeqQ, a.flags, FLAG_SEQ_Q, batch, a.Q.shape[2])
         seqlen_kv = batch_length(a.SeqKV, a.flags, FLAG_SEQ_KV, batch, a.K.shape[2])
         mask = make_mask(seqlen_q, seqlen_kv, a.band_left, a.band_right, a.flags)
@@ -188,7 +192,7 @@ class BwdMainKernel:
         ld = self._loaders(g, s, q_side, tidx, a.Q.shape[3], a.V.shape[3], seqlen_q)
         m_begin, m_end = mask.m_block_range(n_block, self.N, self.M)
         n_m = cutlass.max(m_end - m_begin, 0)
-        walk = SimpleNamespace(m_begin=m_begin, n_iter=n_m * a.group, head0=head_kv * a.group,
+        walk = SimpleNamespace(m_first=m_end - 1, n_iter=n_m * a.group, head0=head_kv * a.group, group=a.group,
                                n_block=n_block, det=det)
         return mask, g, ld, walk
 
@@ -264,7 +268,7 @@ class BwdMainKernel:
         dS_store = cute.make_tiled_copy_C(
             cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=32), kv).get_slice(tidx)
         return SimpleNamespace(
-            kv=kv, dq=dq, thr_kv=thr_kv, thr_dq=thr_dq, cA=cA, cB=cB, cBt=cBt, cAq=cAq, cBq=cBq,
+            kv=kv, dq=dq, thr_kv=thr_kv, thr_acc=thr_kv, thr_dq=thr_dq, cA=cA, cB=cB, cBt=cBt, cAq=cAq, cBq=cBq,
             rK=rK, rK_v=cA.retile(rK), sK=cA.partition_S(s.K),
             rV=rV, rV_v=cA.retile(rV), sV=cA.partition_S(s.V),
             rQ=rQ, rQ_v=cB.retile(rQ), sQ=cB.partition_S(s.Q),
@@ -278,7 +282,7 @@ class BwdMainKernel:
             sLSE2=s.LSE2_b, sDelta=s.Delta_b)
 
     def _make_acc(self, mm, do_dv, do_dk):
-        shape = mm.thr_kv.partition_shape_C((self.N, self.D))
+        shape = mm.thr_acc.partition_shape_C((self.N, self.D))
         acc = SimpleNamespace(dV=None, dK=None)
         if do_dv:
             acc.dV = cute.make_rmem_tensor(shape, Float32)
@@ -321,22 +325,20 @@ class BwdMainKernel:
 
     # ------------------------------------------------------------------------------------------------ one query tile
     @cute.jit
-    def _walk_next(self, mask, walk, head, m_block):
-        """(query head, query tile) of the step after (head, m_block): tiles in order, then the next head. The
-        tile range is re-derived from the mask rather than kept live (two-pass tiles run at the register limit)."""
-        m_begin, m_end = mask.m_block_range(walk.n_block, self.N, self.M)
-        m_next, head_next = m_block + 1, head
-        if m_next == m_end:
-            m_next, head_next = m_begin, head + 1
-        return head_next, m_next
+    def _walk_pos(self, walk, it):
+        """(query head, query tile) of step ``it``: the query tiles from the last down, each for every head of the
+        group. Derived from ``it`` alone (nothing else is carried across steps: the kernel is at the register
+        limit)."""
+        return walk.head0 + it % walk.group, walk.m_first - it // walk.group
 
     @cute.jit
-    def _walk_step(self, ld, mm, mask, acc, walk, it, head, m_block, scale_log2, do_dv: cutlass.Constexpr,
+    def _walk_step(self, ld, mm, mask, acc, walk, it, scale_log2, do_dv: cutlass.Constexpr,
                    do_dk: cutlass.Constexpr):
-        """One query tile of the walk; returns the (head, tile) of the next step."""
+        """Step ``it`` of the walk: one query tile of one head."""
         t = self.tile
         q_stage, do_stage = it % t.q_stages, it % t.do_stages
-        head_next, m_next = self._walk_next(mask, walk, head, m_block)
+        head, m_block = self._walk_pos(walk, it)
+        head_next, m_next = self._walk_pos(walk, it + 1)
         has_next = it + 1 < walk.n_iter
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
@@ -368,7 +370,6 @@ class BwdMainKernel:
         cute.arch.cp_async_commit_group()
         if cutlass.const_expr(do_dk):
             self._dq_step(mm, ld, mask, walk, head, m_block)
-        return head_next, m_next
 
     @cute.jit
     def _probabilities(self, mm, mask, m_block, n_block, q_stage, scale_log2):
@@ -378,13 +379,10 @@ class BwdMainKernel:
         cu.gemm_ss(mm.kv, accS, mm.cA, mm.sK, mm.rK, mm.rK_v, mm.cB, mm.sQ[None, None, None, q_stage],
                    mm.rQ, mm.rQ_v)
         p_mn = cu.acc_mn_view(accS)
-        lse_mn = cu.acc_mn_view(mm.thr_kv.partition_C(mm.sLSE2[None, None, q_stage]))
-        for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
-            lse2 = lse_mn[0, c]
-            for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
-                p_mn[r, c] = cute.math.exp2(p_mn[r, c] * scale_log2 - lse2, fastmath=True)
+        lse2_mn = cu.acc_mn_view(mm.thr_kv.partition_C(mm.sLSE2[None, None, q_stage]))
+        scores_to_probs(cu.mn_transpose(p_mn), cu.mn_transpose(lse2_mn), scale_log2)
         if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
-            mask.zero_hidden_transposed(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N)
+            mask.zero_hidden(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N, keys_on_rows=True)
         return accS
 
     @cute.jit
@@ -394,12 +392,9 @@ class BwdMainKernel:
         accdP.fill(0.0)
         cu.gemm_ss(mm.kv, accdP, mm.cA, mm.sV, mm.rV, mm.rV_v, mm.cB, mm.sdO[None, None, None, do_stage],
                    mm.rdO, mm.rdO_v)
-        p_mn, ds_mn = cu.acc_mn_view(accP), cu.acc_mn_view(accdP)
         delta_mn = cu.acc_mn_view(mm.thr_kv.partition_C(mm.sDelta[None, None, q_stage]))
-        for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
-            delta = delta_mn[0, c]
-            for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
-                ds_mn[r, c] = p_mn[r, c] * (ds_mn[r, c] - delta)
+        softmax_grad(cu.mn_transpose(cu.acc_mn_view(accP)), cu.mn_transpose(cu.acc_mn_view(accdP)),
+                     cu.mn_transpose(delta_mn))
         return cu.convert(accdP, self.dtype)
 
     @cute.jit
@@ -415,14 +410,10 @@ class BwdMainKernel:
             kt = mm.cBq.partition_S(cute.local_tile(mm.sKt, (chunk, self.N), (c, 0)))
             cu.gemm_ss(mm.dq, accdQ, mm.cAq, mm.sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
             if cutlass.const_expr(c == 0):  # the first GEMM overlaps the wait
-                rank = mask.last_n_block(m_block, self.N, self.M) - walk.n_block
+                rank = walk.n_block - mask.first_n_block(m_block, self.N, self.M)
                 dq_order_wait(sem_row, sem_index, rank * self.tile.num_warps, walk.det)
             gdq = mm.thr_dq.partition_C(cute.local_tile(gdQacc, (self.M, chunk), (0, c)))
-            for i in cutlass.range_constexpr(cute.size(accdQ, mode=[1])):
-                for j in cutlass.range_constexpr(cute.size(accdQ, mode=[2])):
-                    for v in cutlass.range_constexpr(2):
-                        cute.arch.red(gdq[(None, v), i, j].iterator, accdQ[(None, v), i, j].load(), op="add",
-                                      dtype=Float32, sem="relaxed", scope="gpu")
+            cu.red_add_acc(gdq, accdQ, self.D, self.tile.dq_red_v4)
         dq_order_release(sem_row, sem_index, walk.det)
 
     # ------------------------------------------------------------------------------------------------ epilogue
@@ -431,14 +422,14 @@ class BwdMainKernel:
                    do_dk: cutlass.Constexpr):
         """dK/dV of the whole tile up to the tensor's extent: keys past the batch's length (never visible) hold
         exact zeros in the accumulators, so padded rows come out as zeros."""
-        coords = mm.thr_kv.partition_C(g.cdKV)
+        coords = mm.thr_acc.partition_C(g.cdKV)
         if cutlass.const_expr(do_dv):
-            self._store_acc(cu.convert(acc.dV, self.dtype), mm.thr_kv.partition_C(g.gdV), coords, seqlen_kv,
+            self._store_acc(cu.convert(acc.dV, self.dtype), mm.thr_acc.partition_C(g.gdV), coords, seqlen_kv,
                             hdv)
         if cutlass.const_expr(do_dk):
             for i in cutlass.range_constexpr(cute.size(acc.dK)):
                 acc.dK[i] = acc.dK[i] * scale
-            self._store_acc(cu.convert(acc.dK, self.dtype), mm.thr_kv.partition_C(g.gdK), coords, seqlen_kv,
+            self._store_acc(cu.convert(acc.dK, self.dtype), mm.thr_acc.partition_C(g.gdK), coords, seqlen_kv,
                             hd)
 
     @cute.jit
@@ -452,19 +443,40 @@ class BwdMainKernel:
                         t_dst[(None, v), i, j].store(r[(None, v), i, j].load())
 
 
-# Block order. Blocks are dealt out to the SMs in linear order (x fastest). A causal-like walk (no left bound) is
-# longest for the low KV tiles, so there the grid is (kv heads, batch, KV tiles): every head's long walks start in
-# the first waves instead of trailing at the end (longest job first). Otherwise (bands: walks of equal length;
-# deterministic mode, whose ordered dQ adds want each head's KV tiles co-scheduled; KV tiles past the grid's
-# y/z limit) the grid is (KV tiles, kv heads, batch), so neighbouring KV tiles, which share query tiles, run together.
+# Elementwise steps on an accumulator in (query row, key) MN view (bwd_main passes its P^T transposed with
+# cu.mn_transpose). ``*_mn`` row vectors are broadcast over the keys (stride 0): read once per query row.
+@cute.jit
+def scores_to_probs(p_mn: cute.Tensor, lse2_mn: cute.Tensor, scale_log2: Float32):
+    """S -> P = exp2(S * scale * log2(e) - LSE * log2(e)), in place."""
+    for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
+        lse2 = lse2_mn[r, 0]
+        for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
+            p_mn[r, c] = cute.math.exp2(p_mn[r, c] * scale_log2 - lse2, fastmath=True)
+
+
+@cute.jit
+def softmax_grad(p_mn: cute.Tensor, dp_mn: cute.Tensor, delta_mn: cute.Tensor):
+    """dP -> dS = P o (dP - delta), in place in ``dp_mn``."""
+    for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
+        delta = delta_mn[r, 0]
+        for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
+            dp_mn[r, c] = p_mn[r, c] * (dp_mn[r, c] - delta)
+
+
+# Block order. Blocks are dealt out to the SMs in linear order (x fastest). A causal-like walk (no left bound, a
+# right one) is longest for the low KV tiles, so there the grid is (kv heads, batch, KV tiles): every head's long
+# walks start in the first waves instead of trailing at the end (longest job first). Otherwise (no mask or bands:
+# walks of equal length; KV tiles past the grid's y/z limit) the grid is (KV tiles, kv heads, batch), so the CTAs
+# running at once share a head's Q, dO and dQ accumulator in L2 (unmasked d128 on the H200: DRAM 41 % busy with
+# heads outermost). Both orders deal a head's KV tiles out in ascending order, which deterministic mode relies on.
 MAX_GRID_YZ = 65535
 
 
 @cute.jit
-def block_order(n_kv: Int32, heads_kv: Int32, batch: Int32, band_left: Int32, flags: Int32):
+def block_order(n_kv: Int32, heads_kv: Int32, batch: Int32, band_left: Int32, band_right: Int32, flags: Int32):
     """Host side: the launch grid and the flags telling the kernel which order it was given."""
     kv_slowest = Int32(0)
-    if ((flags & FLAG_DETERMINISTIC) == 0) & (band_left >= NO_BOUND) & (n_kv <= MAX_GRID_YZ):
+    if (band_left >= NO_BOUND) & (band_right < NO_BOUND) & (n_kv <= MAX_GRID_YZ):
         kv_slowest = Int32(1)
     keep = 1 - kv_slowest
     grid = (kv_slowest * heads_kv + keep * n_kv, kv_slowest * batch + keep * heads_kv,
@@ -473,27 +485,25 @@ def block_order(n_kv: Int32, heads_kv: Int32, batch: Int32, band_left: Int32, fl
 
 
 @cute.jit
-def kv_tile_of_block(flags: Int32, deterministic: cutlass.Boolean, n_kv: Int32):
-    """(KV tile, kv head, batch) of this CTA (see block_order). Deterministic mode deals the KV tiles out in
-    reverse (see dq_order_wait)."""
+def kv_tile_of_block(flags: Int32):
+    """(KV tile, kv head, batch) of this CTA (see block_order)."""
     bx, by, bz = cute.arch.block_idx()
-    order, head_kv, batch = bx, by, bz
+    n_block, head_kv, batch = bx, by, bz
     if (flags & FLAG_KV_SLOWEST) != 0:
-        order, head_kv, batch = bz, bx, by
-    n_block = order
-    if deterministic:
-        n_block = n_kv - 1 - order
+        n_block, head_kv, batch = bz, bx, by
     return n_block, head_kv, batch
 
 
-# Deterministic mode: the KV tiles visiting a query tile add their dQ in a fixed order, highest KV tile first. One
-# semaphore per (batch, query head, 16 query rows) counts warps; the visitor of rank r (r =
-# AttentionMask.last_n_block - n_block) waits until the count reaches r * warps (every warp of every earlier rank;
-# no later rank can add before that), adds, and each of its warps releases the tile as soon as its own adds are
-# fenced (lane 0 adds 1; no CTA barrier on the path).
-# Highest first is the order in which the tiles reach a query tile anyway under causal and band masks (a KV tile's
-# walk starts at its diagonal), so the waits are short. The KV tiles are dealt out in reverse in this mode
-# (kv_tile_of_block), so the tiles waited on are scheduled first, and no rank waits on a later one (no deadlock).
+# Deterministic mode: the KV tiles visiting a query tile add their dQ in a fixed order, lowest KV tile first. One
+# semaphore per (batch, query head, 16 query rows) counts warps; the visitor of rank r (r = n_block -
+# AttentionMask.first_n_block) waits until the count reaches r * warps (every warp of every earlier rank; no later
+# rank can add before that), adds, and each of its warps releases the tile as soon as its own adds are fenced
+# (lane 0 adds 1; no CTA barrier on the path).
+# No deadlock: a CTA only waits on lower KV tiles of its own (batch, kv head), and block_order deals those out
+# before it, so they are running or done. Short waits: every KV tile walks from the last query tile downwards, a
+# tile at a time with all heads of the group inner, so the visitors of a query tile reach it in lockstep (a KV
+# tile's walk only differs in where it stops: its diagonal), one step behind the tile below; and the long walks
+# of causal masks are dealt out first in both modes.
 @cute.jit
 def dq_order_wait(sem_row: cute.Tensor, index: Int32, target: Int32, enabled: cutlass.Boolean):
     if enabled:

@@ -33,7 +33,8 @@ class KernelKey:
     def as_str(self) -> str:
         t = self.tile
         return (f"frost.bwd.v2:{self.arch}:{self.dtype}:d{self.head_dim_pad}:n{t.n_block}m{t.m_block}"
-                f":s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}")
+                f":s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}"
+                f":g{int(t.warp_grid)}:v{4 if t.dq_red_v4 else 2}")
 
 
 FUNCS = ("preprocess", "main", "dq_convert")
@@ -70,6 +71,7 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
     from frost.kernels.bwd_main import BwdMainKernel
+    from frost.kernels.bwd_main_grid import BwdMainGridKernel
     from frost.kernels.dq_convert import DqConvertKernel
     from frost.kernels.preprocess import PreprocessKernel
 
@@ -90,7 +92,8 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     pre = cute.compile(pre_k, ptr(dt), ptr(dt), ptr(Float32, 4), ptr(Float32), ptr(Float32), ptr(Float32),
                        ptr(Int32, 4), ptr(Float32, 4), ptr(Float32, 4), ptr(Int32, 4),
                        *[i32] * 6, *[i64] * 9, stream, options=opts)
-    main_k = BwdMainKernel(dt, tile or key.tile, arch_config(key.arch))
+    tile = tile or key.tile
+    main_k = (BwdMainGridKernel if tile.warp_grid else BwdMainKernel)(dt, tile, arch_config(key.arch))
     main = cute.compile(main_k, *[ptr(dt)] * 4, *[ptr(Float32)] * 3, *[ptr(dt)] * 2, *[ptr(Int32, 4)] * 3,
                         *[i32] * 8, *[i64] * 18, Float32(1.0), Float32(1.0), *[i32] * 3, stream, options=opts)
     cvt_k = DqConvertKernel(dt, key.head_dim_pad)

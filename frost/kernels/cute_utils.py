@@ -42,6 +42,11 @@ def acc_mn_view(acc: cute.Tensor) -> cute.Tensor:
     return cute.make_tensor(acc.iterator, cute.composition(acc.layout, mn))
 
 
+def mn_transpose(t: cute.Tensor) -> cute.Tensor:
+    """(rows, cols) view -> (cols, rows) view of the same registers (nothing moves)."""
+    return cute.make_tensor(t.iterator, cute.select(t.layout, mode=[1, 0]))
+
+
 def acc_as_a_operand(frag: cute.Tensor) -> cute.Tensor:
     """A converted accumulator ((2,2), MMA_M, MMA_N) viewed as the A operand ((2,2,2), MMA_M, MMA_N/2) of the
     next m16n8k16 GEMM: two adjacent n8 accumulator atoms are exactly one k16 A atom, so nothing moves."""
@@ -86,6 +91,17 @@ def gemm_rs(tiled_mma: cute.TiledMma, acc: cute.Tensor, r_a: cute.Tensor,
 
 
 @cute.jit
+def gemm_sr(tiled_mma: cute.TiledMma, acc: cute.Tensor,
+            copy_a: cute.TiledCopy, s_a: cute.Tensor, r_a: cute.Tensor, r_a_view: cute.Tensor, r_b: cute.Tensor):
+    """acc += A.B^T with A read from shared memory by ldmatrix and B held in registers for every k-block (no
+    explicit prefetch: the grid kernel runs at the register limit; ptxas schedules the loads)."""
+    num_k = cute.size(s_a, mode=[2])
+    for k in cutlass.range_constexpr(num_k):
+        cute.copy(copy_a, s_a[None, None, k], r_a_view[None, None, k])
+        cute.gemm(tiled_mma, acc, r_a[None, None, k], r_b[None, None, k], acc)
+
+
+@cute.jit
 def load_tile_zfill(tiled_copy: cute.TiledCopy, t_src: cute.Tensor, t_dst: cute.Tensor, t_coord: cute.Tensor,
                     row_limit: Int32, col_limit: Int32):
     """cp.async a partitioned (CPY, CPY_M, CPY_K) tile; chunks outside (row_limit, col_limit) get zeros in shared
@@ -109,6 +125,34 @@ def make_gmem_copy(dtype, num_threads: int, cols: int, async_copy: bool = True) 
     tpr = atom_cols // elems
     thr = cute.make_layout((num_threads // tpr, tpr), stride=(tpr, 1))
     return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, elems)))
+
+
+@cute.jit
+def red_add_acc(g: cute.Tensor, acc: cute.Tensor, row_stride: cutlass.Constexpr, wide: cutlass.Constexpr):
+    """Atomically add an fp32 mma.sync accumulator ((2,2), MMA_M, MMA_N) into its global partition ``g``
+    (row-major, ``row_stride`` elements per row). ``wide``: lanes 2k and 2k+1 swap half their values first
+    (shfl.bfly) so each lane holds four adjacent columns of one row and adds them with one red.v4 (sm_90+): half
+    the L2 reduction requests of red.v2."""
+    odd = cute.arch.lane_idx() % 2
+    for i in cutlass.range_constexpr(cute.size(acc, mode=[1])):
+        for j in cutlass.range_constexpr(cute.size(acc, mode=[2])):
+            if cutlass.const_expr(wide):
+                # even lane keeps row r (its cols c, c+1 + the partner's c+2, c+3); odd keeps row r+8 from c-2
+                out = cute.make_rmem_tensor(4, cutlass.Float32)
+                for e in cutlass.range_constexpr(2):
+                    keep, give = acc[(e, 0), i, j], acc[(e, 1), i, j]
+                    if odd != 0:
+                        keep, give = give, keep
+                    got = cute.arch.shuffle_sync_bfly(give, offset=1)
+                    out[e], out[2 + e] = keep, got
+                    if odd != 0:
+                        out[e], out[2 + e] = got, keep
+                ptr = g[(None, 0), i, j].iterator + odd * (8 * row_stride - 2)
+                cute.arch.red(ptr, out.load(), op="add", dtype=cutlass.Float32, sem="relaxed", scope="gpu")
+            else:
+                for v in cutlass.range_constexpr(2):
+                    cute.arch.red(g[(None, v), i, j].iterator, acc[(None, v), i, j].load(), op="add",
+                                  dtype=cutlass.Float32, sem="relaxed", scope="gpu")
 
 
 @dsl_user_op

@@ -107,11 +107,12 @@ class AttentionMask:
         return first_row // m_block_size, (rows_end + m_block_size - 1) // m_block_size
 
     @cute.jit
-    def last_n_block(self, m_block: Int32, n_block_size: cutlass.Constexpr, m_block_size: cutlass.Constexpr) -> Int32:
-        """The highest KV tile whose ``m_block_range`` holds ``m_block`` (call only from a KV tile that does): the
-        KV tiles visiting a query tile are contiguous, so a visitor's rank from the top is ``last - n_block``."""
-        return cutlass.min((m_block * m_block_size + m_block_size - 1 + self.right_offset) // n_block_size,
-                           (self.seqlen_kv - 1) // n_block_size)
+    def first_n_block(self, m_block: Int32, n_block_size: cutlass.Constexpr,
+                      m_block_size: cutlass.Constexpr) -> Int32:
+        """The lowest KV tile whose ``m_block_range`` holds ``m_block`` (call only from a KV tile that does): the
+        KV tiles visiting a query tile are contiguous, so a visitor's rank from the bottom is ``n_block - first``.
+        The tile's first row sees keys from ``row0 + left_offset`` on."""
+        return cutlass.max(m_block * m_block_size + self.left_offset, 0) // n_block_size
 
     @cute.jit
     def tile_needs_mask(self, m_block: Int32, n_block: Int32, m_block_size: cutlass.Constexpr,
@@ -127,13 +128,17 @@ class AttentionMask:
         return (key < self.seqlen_kv) & (key <= row + self.right_offset) & (key >= row + self.left_offset)
 
     @cute.jit
-    def zero_hidden_transposed(self, p_mn: cute.Tensor, coord_mn: cute.Tensor, m_block: Int32, n_block: Int32,
-                               m_block_size: cutlass.Constexpr, n_block_size: cutlass.Constexpr):
-        """P^T tile in (key, row) MN view: hidden entries become exactly 0."""
+    def zero_hidden(self, p_mn: cute.Tensor, coord_mn: cute.Tensor, m_block: Int32, n_block: Int32,
+                    m_block_size: cutlass.Constexpr, n_block_size: cutlass.Constexpr,
+                    keys_on_rows: cutlass.Constexpr):
+        """A P tile in MN view, (row, key) or, with ``keys_on_rows``, P^T in (key, row): hidden entries become
+        exactly 0. ``coord_mn`` holds the tile-local coordinates of the same view."""
         row0 = m_block * m_block_size
         key0 = n_block * n_block_size
         for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
-            key = key0 + coord_mn[r, 0][0]
             for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
-                vis = self.visible(row0 + coord_mn[0, c][1], key)
+                row, key = row0 + coord_mn[r, 0][0], key0 + coord_mn[0, c][1]
+                if cutlass.const_expr(keys_on_rows):
+                    row, key = row0 + coord_mn[0, c][1], key0 + coord_mn[r, 0][0]
+                vis = self.visible(row, key)
                 p_mn[r, c] = p_mn[r, c] if vis else cutlass.Float32(0.0)

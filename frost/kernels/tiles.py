@@ -36,10 +36,13 @@ class TileConfig:
     dq_chunk: int       # dQ columns accumulated in registers at a time
     min_blocks: int = 1  # CTAs per SM the register file must hold (.minnctapersm: caps registers)
     rows_per_warp: int = 16  # key rows per warp; 32 halves the shared-memory reads of Q/dO per MMA (see top)
+    warp_grid: bool = False  # bwd_main_grid: 2-D warp tiles per GEMM, P and dS through smem, V in registers
+    dq_red_v4: bool = False  # dQ adds as red.v4 after a lane-pair shuffle (cute_utils.red_add_acc)
+    grid_warps: int = 8      # warps of a warp_grid tile
 
     @property
     def num_warps(self) -> int:
-        return self.n_block // self.rows_per_warp
+        return self.grid_warps if self.warp_grid else self.n_block // self.rows_per_warp
 
     @property
     def num_threads(self) -> int:
@@ -48,8 +51,18 @@ class TileConfig:
     @property
     def dq_warps(self) -> tuple[int, int]:
         """(warps along query rows, warps along head dim) of the dQ GEMM."""
-        wm = min(self.num_warps, self.m_block // 16)
+        wm = self.m_block // 32 if self.warp_grid else min(self.num_warps, self.m_block // 16)
         return wm, self.num_warps // wm
+
+    @property
+    def sdp_warps(self) -> tuple[int, int]:
+        """warp_grid only: (warps along query rows, warps along keys) of S = Q.K^T and dP = dO.V^T."""
+        return self.m_block // 16, self.grid_warps // (self.m_block // 16)
+
+    @property
+    def dkv_warps(self) -> tuple[int, int]:
+        """warp_grid only: (warps along keys, warps along head dim) of dV = P^T.dO and dK = dS^T.Q."""
+        return self.n_block // 32, self.grid_warps // (self.n_block // 32)
 
     def smem_bytes(self, elem_bytes: int = 2) -> int:
         """Shared memory of the main kernel as it allocates it (tiles 1024-byte aligned, row vectors 128)."""
@@ -59,12 +72,19 @@ class TileConfig:
                 self.m_block * d * elem_bytes * self.q_stages,     # Q
                 self.m_block * d * elem_bytes * self.do_stages,    # dO
                 self.n_block * self.m_block * elem_bytes]          # dS^T
+        if self.warp_grid:  # V moves to registers; P and dS then share its buffer
+            bufs[1] = max(bufs[1], 2 * bufs[4])
+            bufs.pop()
         vecs = [self.m_block * 4 * self.q_stages] * 2              # LSE * log2(e), delta
         return sum(-(-b // 1024) * 1024 for b in bufs) + sum(-(-b // 128) * 128 for b in vecs)
 
     def check(self) -> None:
         d, (wm, wd) = self.head_dim_pad, self.dq_warps
         assert d in HEAD_DIM_PADS and self.n_block in (64, 128, 256) and self.m_block % 16 == 0
+        if self.warp_grid:  # the warp grids must tile (M, N), (N, D) and (M, D) in 16x16 warp steps
+            (sm, sn), (kn, kd) = self.sdp_warps, self.dkv_warps
+            assert sm * sn == kn * kd == self.grid_warps and not self.two_pass
+            assert self.n_block % (16 * sn) == 0 and d % (16 * kd) == 0 and self.m_block % 32 == 0
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (16 * wd) == 0

@@ -1,0 +1,206 @@
+"""The main backward kernel with a 2-D warp grid per GEMM: P and dS go through shared memory, V lives in registers.
+
+Why a second layout: in bwd_main every warp owns whole key rows of S^T, so every warp reads the whole Q and dO
+tile from shared memory for four of the five GEMMs. At d128 that is about 0.08 bytes of ldmatrix traffic per MMA
+FLOP and the kernel is shared-memory bound (docs/performance.md). Here a CTA of 8 warps owns 64 keys and walks
+64-row query tiles, and each GEMM gets the warp grid that keeps its per-warp tile square:
+
+    S   = Q . K^T     (queries x keys, warps 4 x 2; A = Q and B = K by ldmatrix)
+    dP  = dO . V^T    (same grid; B = V, loaded into registers once for the whole walk)
+    dS  = P o (dP - delta); P and dS go to shared memory in the io dtype, into V's buffer
+    dV += P^T . dO    (keys x head dim, warps 2 x 4; A = P^T by ldmatrix.trans)
+    dK += dS^T . Q    (same grid)
+    dQ  = dS . K      (queries x head dim, warps 2 x 4), red.global.add into the fp32 accumulator
+
+That is about 0.06 bytes per FLOP, and dK/dV cost 64 registers per thread instead of 128, which leaves room for
+V. Q and dO are double-buffered; two CTA barriers per query tile. The walk, loads, mask, padding, GQA order,
+deterministic dQ order and the epilogue are bwd_main's (see there)."""
+
+from types import SimpleNamespace
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Float32
+from cutlass.cute.nvgpu import warp
+
+from frost.kernels import cute_utils as cu
+from frost.kernels.bwd_main import BwdMainKernel, scores_to_probs, softmax_grad
+
+
+class BwdMainGridKernel(BwdMainKernel):
+    def __init__(self, dtype, tile, arch):
+        assert tile.warp_grid and tile.q_stages == tile.do_stages == 2, tile
+        super().__init__(dtype, tile, arch)
+        self.unroll_stages = tile.grid_warps <= 8
+
+    # ------------------------------------------------------------------------------------------------ layouts
+    def _smem_layouts(self):
+        t, N, M, D = self.tile, self.N, self.M, self.D
+        return SimpleNamespace(
+            K=cu.smem_tile_layout(N, D), V=cu.smem_tile_layout(N, D),
+            Q=cu.smem_tile_layout(M, D, t.q_stages), dO=cu.smem_tile_layout(M, D, t.do_stages),
+            PdS=cu.smem_tile_layout(M, N, 2))
+
+    def _storage_cls(self, smem):
+        t, M, dt = self.tile, self.M, self.dtype
+
+        def buf(dtype, n, align=1024):
+            return cute.struct.Align[cute.struct.MemRange[dtype, n], align]
+
+        @cute.struct
+        class Storage:
+            sK: buf(dt, cute.cosize(smem.K))
+            sVP: buf(dt, max(cute.cosize(smem.V), cute.cosize(smem.PdS)))  # V until it is in registers, then P, dS
+            sQ: buf(dt, cute.cosize(smem.Q))
+            sdO: buf(dt, cute.cosize(smem.dO))
+            sLSE2: buf(Float32, M * t.q_stages, 128)
+            sDelta: buf(Float32, M * t.q_stages, 128)
+
+        return Storage
+
+    @cute.jit
+    def _smem_tensors(self, smem: cutlass.Constexpr, storage_cls: cutlass.Constexpr):
+        t, N, M, D = self.tile, self.N, self.M, self.D
+        st = cutlass.memory.SmemAllocator().allocate(storage_cls)
+        sQ, sdO, sK = st.sQ.get_tensor(smem.Q), st.sdO.get_tensor(smem.dO), st.sK.get_tensor(smem.K)
+        sPdS = st.sVP.get_tensor(smem.PdS)
+        sPdSt = cu.transpose_view(sPdS, M, N, 2)
+        # LSE/delta broadcast along the keys of S: (M, N, stages) with stride 0 on the keys
+        vec = cute.make_layout((M, N, t.q_stages), stride=(1, 0, M))
+        return SimpleNamespace(
+            Q=sQ, dO=sdO, K=sK, V=st.sVP.get_tensor(smem.V), P=sPdS[None, None, 0], dS=sPdS[None, None, 1],
+            Pt=sPdSt[None, None, 0], dSt=sPdSt[None, None, 1],
+            LSE2=st.sLSE2.get_tensor(cute.make_layout((M, t.q_stages))),
+            Delta=st.sDelta.get_tensor(cute.make_layout((M, t.q_stages))),
+            LSE2_b=st.sLSE2.get_tensor(vec), Delta_b=st.sDelta.get_tensor(vec),
+            Qt=cu.transpose_view(sQ, M, D, t.q_stages), dOt=cu.transpose_view(sdO, M, D, t.do_stages),
+            Kt=cu.transpose_view(sK, N, D))
+
+    def _tiled_mmas(self):
+        op = warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16))
+
+        def grid(wm, wn):
+            return cute.make_tiled_mma(op, (wm, wn, 1), permutation_mnk=(wm * 16, wn * 16, 16))
+
+        t = self.tile
+        return SimpleNamespace(sdp=grid(*t.sdp_warps), dkv=grid(*t.dkv_warps), dq=grid(*t.dq_warps))
+
+    @cute.jit
+    def _mma_operands(self, mmas: cutlass.Constexpr, s, tidx):
+        sdp, dkv, dq = mmas.sdp, mmas.dkv, mmas.dq
+        ldsm = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=False, num_matrices=4), self.dtype)
+        ldsm_t = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=True, num_matrices=4), self.dtype)
+        thr_s, thr_kv, thr_dq = sdp.get_slice(tidx), dkv.get_slice(tidx), dq.get_slice(tidx)
+        cA = cute.make_tiled_copy_A(ldsm, sdp).get_slice(tidx)      # Q, dO
+        cB = cute.make_tiled_copy_B(ldsm, sdp).get_slice(tidx)      # K, V
+        cAt = cute.make_tiled_copy_A(ldsm_t, dkv).get_slice(tidx)   # P^T, dS^T
+        cBt = cute.make_tiled_copy_B(ldsm_t, dkv).get_slice(tidx)   # dO^T, Q^T
+        cAq = cute.make_tiled_copy_A(ldsm, dq).get_slice(tidx)      # dS
+        cBq = cute.make_tiled_copy_B(ldsm_t, dq).get_slice(tidx)    # K^T
+        rQ = thr_s.make_fragment_A(thr_s.partition_A(s.Q[None, None, 0]))
+        rdO = thr_s.make_fragment_A(thr_s.partition_A(s.dO[None, None, 0]))
+        rK = thr_s.make_fragment_B(thr_s.partition_B(s.K))
+        rV = thr_s.make_fragment_B(thr_s.partition_B(s.V))
+        rPt = thr_kv.make_fragment_A(thr_kv.partition_A(s.Pt))
+        rdSt = thr_kv.make_fragment_A(thr_kv.partition_A(s.dSt))
+        rdOt = thr_kv.make_fragment_B(thr_kv.partition_B(s.dOt[None, None, 0]))
+        rQt = thr_kv.make_fragment_B(thr_kv.partition_B(s.Qt[None, None, 0]))
+        rdS = thr_dq.make_fragment_A(thr_dq.partition_A(s.dS))
+        rKt = thr_dq.make_fragment_B(thr_dq.partition_B(cute.local_tile(s.Kt, (self.tile.dq_chunk, self.N), (0, 0))))
+        ps_store = cute.make_tiled_copy_C(
+            cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=32), sdp).get_slice(tidx)
+        return SimpleNamespace(
+            sdp=sdp, dkv=dkv, dq=dq, thr_s=thr_s, thr_acc=thr_kv, thr_dq=thr_dq, cA=cA, cB=cB, cAt=cAt, cBt=cBt,
+            cAq=cAq, cBq=cBq,
+            rQ=rQ, rQ_v=cA.retile(rQ), sQ=cA.partition_S(s.Q),
+            rdO=rdO, rdO_v=cA.retile(rdO), sdO=cA.partition_S(s.dO),
+            rK=rK, rK_v=cB.retile(rK), sK=cB.partition_S(s.K),
+            rV=rV, rV_v=cB.retile(rV), sV=cB.partition_S(s.V),
+            rPt=rPt, rPt_v=cAt.retile(rPt), sPt=cAt.partition_S(s.Pt),
+            rdSt=rdSt, rdSt_v=cAt.retile(rdSt), sdSt=cAt.partition_S(s.dSt),
+            rdOt=rdOt, rdOt_v=cBt.retile(rdOt), sdOt=cBt.partition_S(s.dOt),
+            rQt=rQt, rQt_v=cBt.retile(rQt), sQt=cBt.partition_S(s.Qt),
+            rdS=rdS, rdS_v=cAq.retile(rdS), sdS=cAq.partition_S(s.dS),
+            rKt=rKt, rKt_v=cBq.retile(rKt), sKt=s.Kt,
+            ps_store=ps_store, sP_dst=ps_store.partition_D(s.P), sdS_dst=ps_store.partition_D(s.dS),
+            cS_mn=cu.acc_mn_view(thr_s.partition_C(cute.make_identity_tensor((self.M, self.N)))),
+            sLSE2=s.LSE2_b, sDelta=s.Delta_b)
+
+    # ------------------------------------------------------------------------------------------------ the walk
+    @cute.jit
+    def _body(self, args, storage_cls: cutlass.Constexpr):
+        tidx, _, _ = cute.arch.thread_idx()
+        s = self._smem_tensors(self._smem_layouts(), storage_cls)
+        mm = self._mma_operands(self._tiled_mmas(), s, tidx)
+        mask, g, ld, walk = self._setup(args, s, tidx)
+        cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim)
+        cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
+        cute.arch.cp_async_commit_group()
+        if walk.n_iter > 0:
+            self._load_q(ld, walk.head0, walk.m_first, 0, True)
+            self._load_do(ld, walk.head0, walk.m_first, 0)
+        cute.arch.cp_async_commit_group()
+        cute.arch.cp_async_wait_group(1)
+        cute.arch.sync_threads()
+        # V into registers for the whole walk; the first step's barrier keeps P/dS from overwriting it early
+        cute.copy(mm.cB, mm.sV, mm.rV_v)
+        acc = self._make_acc(mm, True, True)
+        if cutlass.const_expr(self.unroll_stages):
+            # two steps per trip so that the buffer stage is a constant (a runtime stage costs ~7 registers of
+            # swizzled addresses at 8 warps; at 16 warps ptxas hoists both stages' addresses and spills instead)
+            for it in cutlass.range(0, walk.n_iter, 2):
+                self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, 0)
+                if it + 1 < walk.n_iter:
+                    self._grid_step(ld, mm, mask, acc, walk, it + 1, args.scale_log2, 1)
+        else:
+            for it in cutlass.range(0, walk.n_iter, 1):
+                self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, it % 2)
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.sync_threads()
+        self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, True, True)
+
+    @cute.jit
+    def _grid_step(self, ld, mm, mask, acc, walk, it, scale_log2, stage):
+        """Step ``it`` of the walk (its Q and dO in buffer ``stage``)."""
+        head, m_block = self._walk_pos(walk, it)
+        head_next, m_next = self._walk_pos(walk, it + 1)
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.sync_threads()  # this tile landed; every warp is done with the last tile's P, dS and buffers
+        if it + 1 < walk.n_iter:
+            self._load_q(ld, head_next, m_next, 1 - stage, True)
+            self._load_do(ld, head_next, m_next, 1 - stage)
+        cute.arch.cp_async_commit_group()
+
+        accP = self._probs(mm, mask, m_block, walk.n_block, stage, scale_log2)
+        rdS = self._grad_scores(mm, accP, stage)
+        cute.copy(mm.ps_store, mm.ps_store.retile(cu.convert(accP, self.dtype)), mm.sP_dst)
+        cute.copy(mm.ps_store, mm.ps_store.retile(rdS), mm.sdS_dst)
+        cute.arch.sync_threads()  # P and dS complete in shared memory
+        cu.gemm_ss(mm.dkv, acc.dV, mm.cAt, mm.sPt, mm.rPt, mm.rPt_v, mm.cBt, mm.sdOt[None, None, None, stage],
+                   mm.rdOt, mm.rdOt_v)
+        cu.gemm_ss(mm.dkv, acc.dK, mm.cAt, mm.sdSt, mm.rdSt, mm.rdSt_v, mm.cBt, mm.sQt[None, None, None, stage],
+                   mm.rQt, mm.rQt_v)
+        self._dq_step(mm, ld, mask, walk, head, m_block)
+
+    @cute.jit
+    def _probs(self, mm, mask, m_block, n_block, stage, scale_log2):
+        """P of this tile (query rows x keys) in fp32 registers; hidden entries exactly 0."""
+        accS = cute.make_rmem_tensor(mm.thr_s.partition_shape_C((self.M, self.N)), Float32)
+        accS.fill(0.0)
+        cu.gemm_ss(mm.sdp, accS, mm.cA, mm.sQ[None, None, None, stage], mm.rQ, mm.rQ_v, mm.cB, mm.sK, mm.rK,
+                   mm.rK_v)
+        p_mn = cu.acc_mn_view(accS)
+        scores_to_probs(p_mn, cu.acc_mn_view(mm.thr_s.partition_C(mm.sLSE2[None, None, stage])), scale_log2)
+        if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
+            mask.zero_hidden(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N, keys_on_rows=False)
+        return accS
+
+    @cute.jit
+    def _grad_scores(self, mm, accP, stage):
+        """dS = P o (dP - delta) in the io dtype (MMA accumulator layout); dP = dO . V^T with V in registers."""
+        accdP = cute.make_rmem_tensor(mm.thr_s.partition_shape_C((self.M, self.N)), Float32)
+        accdP.fill(0.0)
+        cu.gemm_sr(mm.sdp, accdP, mm.cA, mm.sdO[None, None, None, stage], mm.rdO, mm.rdO_v, mm.rV)
+        softmax_grad(cu.acc_mn_view(accP), cu.acc_mn_view(accdP),
+                     cu.acc_mn_view(mm.thr_s.partition_C(mm.sDelta[None, None, stage])))
+        return cu.convert(accdP, self.dtype)
