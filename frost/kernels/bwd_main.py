@@ -169,8 +169,12 @@ class BwdMainKernel:
                 self._load_do(ld, walk.head0, walk.m_first, 0)
             cute.arch.cp_async_commit_group()
             acc = self._make_acc(mm, do_dv, do_dk)
-            for it in cutlass.range(0, walk.n_iter, 1):
-                self._walk_step(ld, mm, mask, acc, walk, it, args.scale_log2, do_dv, do_dk)
+            for m_i in cutlass.range(0, walk.n_m, 1):  # query tiles from the last down, heads inner
+                for h_i in cutlass.range(0, walk.group, 1):
+                    self._walk_step(ld, mm, mask, acc, walk, m_i * walk.group + h_i, walk.head0 + h_i,
+                                    walk.m_first - m_i, args.scale_log2, do_dv, do_dk)
+            if cutlass.const_expr(do_dk):
+                self._dq_release_last(ld, walk)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, do_dv,
@@ -192,8 +196,8 @@ class BwdMainKernel:
         ld = self._loaders(g, s, q_side, tidx, a.Q.shape[3], a.V.shape[3], seqlen_q)
         m_begin, m_end = mask.m_block_range(n_block, self.N, self.M)
         n_m = cutlass.max(m_end - m_begin, 0)
-        walk = SimpleNamespace(m_first=m_end - 1, n_iter=n_m * a.group, head0=head_kv * a.group, group=a.group,
-                               n_block=n_block, det=det)
+        walk = SimpleNamespace(m_first=m_end - 1, n_m=n_m, n_iter=n_m * a.group, head0=head_kv * a.group,
+                               group=a.group, n_block=n_block, det=det)
         return mask, g, ld, walk
 
     @cute.jit
@@ -326,23 +330,36 @@ class BwdMainKernel:
     # ------------------------------------------------------------------------------------------------ one query tile
     @cute.jit
     def _walk_pos(self, walk, it):
-        """(query head, query tile) of step ``it``: the query tiles from the last down, each for every head of the
-        group. Derived from ``it`` alone (nothing else is carried across steps: the kernel is at the register
-        limit)."""
+        """(query head, query tile) of step ``it`` (for loops that carry only the step index)."""
         return walk.head0 + it % walk.group, walk.m_first - it // walk.group
 
     @cute.jit
-    def _walk_step(self, ld, mm, mask, acc, walk, it, scale_log2, do_dv: cutlass.Constexpr,
+    def _walk_next(self, walk, head, m_block):
+        """(query head, query tile) of the step after (head, m_block): the next head, or the next tile down."""
+        head_next, m_next = head + 1, m_block
+        if head_next == walk.head0 + walk.group:
+            head_next, m_next = walk.head0, m_block - 1
+        return head_next, m_next
+
+    @cute.jit
+    def _walk_prev(self, walk, head, m_block):
+        """(query head, query tile) of the step before (head, m_block) (undefined for the first step)."""
+        head_prev, m_prev = head - 1, m_block
+        if head == walk.head0:
+            head_prev, m_prev = walk.head0 + walk.group - 1, m_block + 1
+        return head_prev, m_prev
+
+    @cute.jit
+    def _walk_step(self, ld, mm, mask, acc, walk, it, head, m_block, scale_log2, do_dv: cutlass.Constexpr,
                    do_dk: cutlass.Constexpr):
-        """Step ``it`` of the walk: one query tile of one head."""
+        """Step ``it`` of the walk: query tile ``m_block`` of query head ``head``."""
         t = self.tile
         q_stage, do_stage = it % t.q_stages, it % t.do_stages
-        head, m_block = self._walk_pos(walk, it)
-        head_next, m_next = self._walk_pos(walk, it + 1)
         has_next = it + 1 < walk.n_iter
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
         if has_next:
+            head_next, m_next = self._walk_next(walk, head, m_block)  # (derived where used: nothing live across)
             if cutlass.const_expr(t.q_stages == 2):
                 self._load_q(ld, head_next, m_next, 1 - q_stage, do_dk)
             if cutlass.const_expr(t.do_stages == 2):
@@ -363,13 +380,14 @@ class BwdMainKernel:
         if cutlass.const_expr(do_dk or t.q_stages == 1 or t.do_stages == 1):
             cute.arch.sync_threads()  # dS^T complete in smem; every warp is done with this tile's Q and dO
         if has_next:
+            head_next, m_next = self._walk_next(walk, head, m_block)
             if cutlass.const_expr(t.q_stages == 1):
                 self._load_q(ld, head_next, m_next, 0, do_dk)
             if cutlass.const_expr(t.do_stages == 1):
                 self._load_do(ld, head_next, m_next, 0)
         cute.arch.cp_async_commit_group()
         if cutlass.const_expr(do_dk):
-            self._dq_step(mm, ld, mask, walk, head, m_block)
+            self._dq_step(mm, ld, mask, walk, it, head, m_block)
 
     @cute.jit
     def _probabilities(self, mm, mask, m_block, n_block, q_stage, scale_log2):
@@ -398,11 +416,13 @@ class BwdMainKernel:
         return cu.convert(accdP, self.dtype)
 
     @cute.jit
-    def _dq_step(self, mm, ld, mask, walk, head, m_block):
-        """dQ[tile] += dS . K, in head-dim chunks, red.global.add.v2.f32 into the fp32 accumulator (in KV-tile
-        order when deterministic)."""
+    def _dq_step(self, mm, ld, mask, walk, it, head, m_block):
+        """dQ[tile] += dS . K, in head-dim chunks, red.global.add into the fp32 accumulator (in KV-tile order
+        when deterministic: this step releases the previous step's tile, see dq_order_wait)."""
         chunk = self.tile.dq_chunk
         gdQacc = cute.local_tile(ld.qdQacc[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
+        head_prev, m_prev = self._walk_prev(walk, head, m_block)
+        dq_order_release(ld.qSem[ld.batch, head_prev, None], m_prev * (self.M // SEM_ROWS), walk.det & (it > 0))
         sem_row, sem_index = ld.qSem[ld.batch, head, None], m_block * (self.M // SEM_ROWS)
         for c in cutlass.range_constexpr(self.D // chunk):
             accdQ = cute.make_rmem_tensor(mm.thr_dq.partition_shape_C((self.M, chunk)), Float32)
@@ -414,7 +434,13 @@ class BwdMainKernel:
                 dq_order_wait(sem_row, sem_index, rank * self.tile.num_warps, walk.det)
             gdq = mm.thr_dq.partition_C(cute.local_tile(gdQacc, (self.M, chunk), (0, c)))
             cu.red_add_acc(gdq, accdQ, self.D, self.tile.dq_red_v4)
-        dq_order_release(sem_row, sem_index, walk.det)
+
+    @cute.jit
+    def _dq_release_last(self, ld, walk):
+        """After the walk: release the last step's tile (each step releases the one before it)."""
+        head_last, m_last = walk.head0 + walk.group - 1, walk.m_first - walk.n_m + 1
+        dq_order_release(ld.qSem[ld.batch, head_last, None], m_last * (self.M // SEM_ROWS),
+                         walk.det & (walk.n_iter > 0))
 
     # ------------------------------------------------------------------------------------------------ epilogue
     @cute.jit
@@ -497,8 +523,9 @@ def kv_tile_of_block(flags: Int32):
 # Deterministic mode: the KV tiles visiting a query tile add their dQ in a fixed order, lowest KV tile first. One
 # semaphore per (batch, query head, 16 query rows) counts warps; the visitor of rank r (r = n_block -
 # AttentionMask.first_n_block) waits until the count reaches r * warps (every warp of every earlier rank; no later
-# rank can add before that), adds, and each of its warps releases the tile as soon as its own adds are fenced
-# (lane 0 adds 1; no CTA barrier on the path).
+# rank can add before that) and adds; each of its warps releases the tile one step later, when its adds have had
+# a step's time to land, so the fence before the release rarely waits (lane 0 adds 1; no CTA barrier on the
+# path). The release comes before the step's own wait, so no step's release waits on anything.
 # No deadlock: a CTA only waits on lower KV tiles of its own (batch, kv head), and block_order deals those out
 # before it, so they are running or done. Short waits: every KV tile walks from the last query tile downwards, a
 # tile at a time with all heads of the group inner, so the visitors of a query tile reach it in lockstep (a KV

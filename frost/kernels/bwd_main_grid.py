@@ -155,6 +155,7 @@ class BwdMainGridKernel(BwdMainKernel):
         else:
             for it in cutlass.range(0, walk.n_iter, 1):
                 self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, it % 2)
+        self._dq_release_last(ld, walk)
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
         self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, True, True)
@@ -163,7 +164,7 @@ class BwdMainGridKernel(BwdMainKernel):
     def _grid_step(self, ld, mm, mask, acc, walk, it, scale_log2, stage):
         """Step ``it`` of the walk (its Q and dO in buffer ``stage``)."""
         head, m_block = self._walk_pos(walk, it)
-        head_next, m_next = self._walk_pos(walk, it + 1)
+        head_next, m_next = self._walk_next(walk, head, m_block)
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()  # this tile landed; every warp is done with the last tile's P, dS and buffers
         if it + 1 < walk.n_iter:
@@ -180,7 +181,7 @@ class BwdMainGridKernel(BwdMainKernel):
                    mm.rdOt, mm.rdOt_v)
         cu.gemm_ss(mm.dkv, acc.dK, mm.cAt, mm.sdSt, mm.rdSt, mm.rdSt_v, mm.cBt, mm.sQt[None, None, None, stage],
                    mm.rQt, mm.rQt_v)
-        self._dq_step(mm, ld, mask, walk, head, m_block)
+        self._dq_step(mm, ld, mask, walk, it, head, m_block)
 
     @cute.jit
     def _probs(self, mm, mask, m_block, n_block, stage, scale_log2):
