@@ -1,8 +1,9 @@
 """Tile-config variants for tuning runs of bench_kernels.py (--variants); not used by the engine."""
 
-from frost.kernels.tiles import TileConfig
+from frost.kernels.tiles import GRID_VARIANTS, TileConfig
 
 VARIANTS = {
+    **GRID_VARIANTS,
     "d64_n64m64_b2": TileConfig(64, 64, 64, 2, 2, False, 64, min_blocks=2),
     "d64_n128m32": TileConfig(64, 128, 32, 2, 2, False, 64),
     "d64_n128m64": TileConfig(64, 128, 64, 2, 2, False, 64),
@@ -20,11 +21,5 @@ VARIANTS = {
     "d64_r32_s21": TileConfig(64, 128, 32, 2, 1, False, 64, rows_per_warp=32),
     "d64_r32_s12": TileConfig(64, 128, 32, 1, 2, False, 64, rows_per_warp=32),
     "d64_r32_s11": TileConfig(64, 128, 32, 1, 1, False, 64, rows_per_warp=32),
-    "d128_grid": TileConfig(128, 64, 64, 2, 2, False, 128, warp_grid=True),
-    "d128_grid_c64": TileConfig(128, 64, 64, 2, 2, False, 64, warp_grid=True),
-    "d128_grid_v4": TileConfig(128, 64, 64, 2, 2, False, 128, warp_grid=True, dq_red_v4=True),
-    "d128_rows_v4": TileConfig(128, 128, 32, 2, 1, False, 128, dq_red_v4=True),
-    "d64_rows_v4": TileConfig(64, 128, 32, 1, 1, False, 64, rows_per_warp=32, dq_red_v4=True),
-    "d128_grid_w16": TileConfig(128, 64, 64, 2, 2, False, 128, warp_grid=True, grid_warps=16),
     "d64_grid": TileConfig(64, 64, 64, 2, 2, False, 64, warp_grid=True),
 }

@@ -433,7 +433,7 @@ class BwdMainKernel:
                 rank = walk.n_block - mask.first_n_block(m_block, self.N, self.M)
                 dq_order_wait(sem_row, sem_index, rank * self.tile.num_warps, walk.det)
             gdq = mm.thr_dq.partition_C(cute.local_tile(gdQacc, (self.M, chunk), (0, c)))
-            cu.red_add_acc(gdq, accdQ, self.D, self.tile.dq_red_v4)
+            cu.red_add_acc(gdq, accdQ)
 
     @cute.jit
     def _dq_release_last(self, ld, walk):

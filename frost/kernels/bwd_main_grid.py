@@ -31,7 +31,6 @@ class BwdMainGridKernel(BwdMainKernel):
     def __init__(self, dtype, tile, arch):
         assert tile.warp_grid and tile.q_stages == tile.do_stages == 2, tile
         super().__init__(dtype, tile, arch)
-        self.unroll_stages = tile.grid_warps <= 8
 
     # ------------------------------------------------------------------------------------------------ layouts
     def _smem_layouts(self):
@@ -145,23 +144,19 @@ class BwdMainGridKernel(BwdMainKernel):
         # V into registers for the whole walk; the first step's barrier keeps P/dS from overwriting it early
         cute.copy(mm.cB, mm.sV, mm.rV_v)
         acc = self._make_acc(mm, True, True)
-        if cutlass.const_expr(self.unroll_stages):
-            # two steps per trip so that the buffer stage is a constant (a runtime stage costs ~7 registers of
-            # swizzled addresses at 8 warps; at 16 warps ptxas hoists both stages' addresses and spills instead)
-            for it in cutlass.range(0, walk.n_iter, 2):
-                self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, 0)
-                if it + 1 < walk.n_iter:
-                    self._grid_step(ld, mm, mask, acc, walk, it + 1, args.scale_log2, 1)
-        else:
-            for it in cutlass.range(0, walk.n_iter, 1):
-                self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, it % 2)
+        # two steps per trip so that the buffer stage is a constant (a runtime stage costs ~7 registers of
+        # swizzled addresses, and the kernel is at the register limit)
+        for it in cutlass.range(0, walk.n_iter, 2):
+            self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, 0)
+            if it + 1 < walk.n_iter:
+                self._grid_step(ld, mm, mask, acc, walk, it + 1, args.scale_log2, 1)
         self._dq_release_last(ld, walk)
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
         self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, True, True)
 
     @cute.jit
-    def _grid_step(self, ld, mm, mask, acc, walk, it, scale_log2, stage):
+    def _grid_step(self, ld, mm, mask, acc, walk, it, scale_log2, stage: cutlass.Constexpr):
         """Step ``it`` of the walk (its Q and dO in buffer ``stage``)."""
         head, m_block = self._walk_pos(walk, it)
         head_next, m_next = self._walk_next(walk, head, m_block)

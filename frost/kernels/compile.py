@@ -34,7 +34,7 @@ class KernelKey:
         t = self.tile
         return (f"frost.bwd.v2:{self.arch}:{self.dtype}:d{self.head_dim_pad}:n{t.n_block}m{t.m_block}"
                 f":s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}"
-                f":g{int(t.warp_grid)}:v{4 if t.dq_red_v4 else 2}")
+                f":g{int(t.warp_grid)}")
 
 
 FUNCS = ("preprocess", "main", "dq_convert")

@@ -128,31 +128,15 @@ def make_gmem_copy(dtype, num_threads: int, cols: int, async_copy: bool = True) 
 
 
 @cute.jit
-def red_add_acc(g: cute.Tensor, acc: cute.Tensor, row_stride: cutlass.Constexpr, wide: cutlass.Constexpr):
-    """Atomically add an fp32 mma.sync accumulator ((2,2), MMA_M, MMA_N) into its global partition ``g``
-    (row-major, ``row_stride`` elements per row). ``wide``: lanes 2k and 2k+1 swap half their values first
-    (shfl.bfly) so each lane holds four adjacent columns of one row and adds them with one red.v4 (sm_90+): half
-    the L2 reduction requests of red.v2."""
-    odd = cute.arch.lane_idx() % 2
+def red_add_acc(g: cute.Tensor, acc: cute.Tensor):
+    """Atomically add an fp32 mma.sync accumulator ((2,2), MMA_M, MMA_N) into its global partition ``g``: two
+    adjacent columns per red.global.add.v2.f32. (A lane-pair shuffle to red.v4 halved the L2 requests but
+    measured no faster on the H200, 2026-11-29.)"""
     for i in cutlass.range_constexpr(cute.size(acc, mode=[1])):
         for j in cutlass.range_constexpr(cute.size(acc, mode=[2])):
-            if cutlass.const_expr(wide):
-                # even lane keeps row r (its cols c, c+1 + the partner's c+2, c+3); odd keeps row r+8 from c-2
-                out = cute.make_rmem_tensor(4, cutlass.Float32)
-                for e in cutlass.range_constexpr(2):
-                    keep, give = acc[(e, 0), i, j], acc[(e, 1), i, j]
-                    if odd != 0:
-                        keep, give = give, keep
-                    got = cute.arch.shuffle_sync_bfly(give, offset=1)
-                    out[e], out[2 + e] = keep, got
-                    if odd != 0:
-                        out[e], out[2 + e] = got, keep
-                ptr = g[(None, 0), i, j].iterator + odd * (8 * row_stride - 2)
-                cute.arch.red(ptr, out.load(), op="add", dtype=cutlass.Float32, sem="relaxed", scope="gpu")
-            else:
-                for v in cutlass.range_constexpr(2):
-                    cute.arch.red(g[(None, v), i, j].iterator, acc[(None, v), i, j].load(), op="add",
-                                  dtype=cutlass.Float32, sem="relaxed", scope="gpu")
+            for v in cutlass.range_constexpr(2):
+                cute.arch.red(g[(None, v), i, j].iterator, acc[(None, v), i, j].load(), op="add",
+                              dtype=cutlass.Float32, sem="relaxed", scope="gpu")
 
 
 @dsl_user_op

@@ -23,6 +23,7 @@ from frost.kernels.arch import SMEM_LIMIT_BYTES
 HEAD_DIM_MULTIPLE = 8
 HEAD_DIM_MAX = 256
 HEAD_DIM_PADS = (32, 64, 96, 128, 160, 192, 224, 256)
+GRID_WARPS = 8  # warps of a warp_grid tile (16 warps at 128 registers measured slower still: 0.58x FA2 at d128)
 
 
 @dataclass(frozen=True)
@@ -37,12 +38,10 @@ class TileConfig:
     min_blocks: int = 1  # CTAs per SM the register file must hold (.minnctapersm: caps registers)
     rows_per_warp: int = 16  # key rows per warp; 32 halves the shared-memory reads of Q/dO per MMA (see top)
     warp_grid: bool = False  # bwd_main_grid: 2-D warp tiles per GEMM, P and dS through smem, V in registers
-    dq_red_v4: bool = False  # dQ adds as red.v4 after a lane-pair shuffle (cute_utils.red_add_acc)
-    grid_warps: int = 8      # warps of a warp_grid tile
 
     @property
     def num_warps(self) -> int:
-        return self.grid_warps if self.warp_grid else self.n_block // self.rows_per_warp
+        return GRID_WARPS if self.warp_grid else self.n_block // self.rows_per_warp
 
     @property
     def num_threads(self) -> int:
@@ -57,12 +56,12 @@ class TileConfig:
     @property
     def sdp_warps(self) -> tuple[int, int]:
         """warp_grid only: (warps along query rows, warps along keys) of S = Q.K^T and dP = dO.V^T."""
-        return self.m_block // 16, self.grid_warps // (self.m_block // 16)
+        return self.m_block // 16, GRID_WARPS // (self.m_block // 16)
 
     @property
     def dkv_warps(self) -> tuple[int, int]:
         """warp_grid only: (warps along keys, warps along head dim) of dV = P^T.dO and dK = dS^T.Q."""
-        return self.n_block // 32, self.grid_warps // (self.n_block // 32)
+        return self.n_block // 32, GRID_WARPS // (self.n_block // 32)
 
     def smem_bytes(self, elem_bytes: int = 2) -> int:
         """Shared memory of the main kernel as it allocates it (tiles 1024-byte aligned, row vectors 128)."""
@@ -83,7 +82,7 @@ class TileConfig:
         assert d in HEAD_DIM_PADS and self.n_block in (64, 128, 256) and self.m_block % 16 == 0
         if self.warp_grid:  # the warp grids must tile (M, N), (N, D) and (M, D) in 16x16 warp steps
             (sm, sn), (kn, kd) = self.sdp_warps, self.dkv_warps
-            assert sm * sn == kn * kd == self.grid_warps and not self.two_pass
+            assert sm * sn == kn * kd == GRID_WARPS and not self.two_pass
             assert self.n_block % (16 * sn) == 0 and d % (16 * kd) == 0 and self.m_block % 32 == 0
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
@@ -104,6 +103,14 @@ _TABLE = {
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64),
     224: TileConfig(224, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=32),
     256: TileConfig(256, n_block=64, m_block=16, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64),
+}
+
+
+# Built and checked by the compile gate, timed by benchmarks/bench_variants.py, not served: the 2-D warp-grid
+# kernel (bwd_main_grid) measured 0.65x FA2 at d128 on the H200 against the rows kernel's 0.74x
+# (docs/performance.md).
+GRID_VARIANTS = {
+    "d128_grid": TileConfig(128, 64, 64, 2, 2, False, 128, warp_grid=True),
 }
 
 

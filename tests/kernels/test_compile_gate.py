@@ -5,7 +5,9 @@ memory (no spills, no stack frame); the main kernel's shared memory fits the SM1
 The served set is small by design: the compiled code depends only on (dtype, padded head dim, arch) -- logical
 head dims, sequence lengths (full and per batch), strides, the mask (band bounds, alignment), the GQA group, the
 sink and deterministic mode are runtime values -- so 2 dtypes x 8 padded head dims x 2 archs = 32 kernel sets
-cover every head dim (multiple of 8, <= 256, Dv <= Dqk) and feature combination. Compiles run in parallel processes (one per CPU).
+cover every head dim (multiple of 8, <= 256, Dv <= Dqk) and feature combination. The unserved 2-D warp-grid
+kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked too. Compiles run in parallel processes (one
+per CPU).
 
 Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""
 
@@ -38,24 +40,30 @@ def _tool(name: str) -> str:
     pytest.fail(f"{name} not found: pip install 'nvidia-cuda-cuobjdump>=13.4,<14' 'nvidia-cuda-nvdisasm>=13.4,<14'")
 
 
-def _served_keys():
+def _builds():
+    """(key, tile override, label): every served set, plus the unserved grid-kernel variants (bf16) so that code
+    keeps building too."""
     from frost.kernels.compile import DTYPES, KernelKey
-    from frost.kernels.tiles import HEAD_DIM_PADS
+    from frost.kernels.tiles import GRID_VARIANTS, HEAD_DIM_PADS
 
-    return [KernelKey(dt, d, arch) for arch in ARCHS for dt in DTYPES for d in HEAD_DIM_PADS]
+    served = [(KernelKey(dt, d, arch), None, "") for arch in ARCHS for dt in DTYPES for d in HEAD_DIM_PADS]
+    variants = [(KernelKey("bfloat16", t.head_dim_pad, arch), t, name) for arch in ARCHS
+                for name, t in GRID_VARIANTS.items()]
+    return served, variants
 
 
-def _build(key, outdir):
-    """Child process: compile one kernel set, write its cubins; return (key, smem bytes, cubin paths)."""
+def _build(item, outdir):
+    """Child process: compile one kernel set, write its cubins; return (key, label, smem bytes, cubin paths)."""
     from frost.kernels.compile import compile_kernels
 
-    ks = compile_kernels(key, keep_cubin=True)
+    key, tile, label = item
+    ks = compile_kernels(key, keep_cubin=True, tile=tile)
     paths = {}
     for name, blob in ks.cubins.items():
-        paths[name] = os.path.join(outdir, f"{key.arch}_{key.dtype}_d{key.head_dim_pad}_{name}.cubin")
+        paths[name] = os.path.join(outdir, f"{key.arch}_{key.dtype}_d{key.head_dim_pad}{label}_{name}.cubin")
         with open(paths[name], "wb") as f:
             f.write(blob)
-    return key, ks.main_smem_bytes, paths
+    return key, label, ks.main_smem_bytes, paths
 
 
 def _resources(cuobjdump: str, cubin: str) -> dict:
@@ -67,12 +75,13 @@ def _resources(cuobjdump: str, cubin: str) -> dict:
 
 def test_compile_gate():
     cuobjdump, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
-    keys = _served_keys()
+    served, variants = _builds()
+    items = served + variants
     with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        built = list(pool.map(_build, keys, [tmp] * len(keys)))
+        built = list(pool.map(_build, items, [tmp] * len(items)))
         problems = []
-        for key, smem, paths in built:
-            tag = f"{key.arch}/{key.dtype}/d{key.head_dim_pad}"
+        for key, label, smem, paths in built:
+            tag = f"{key.arch}/{key.dtype}/d{key.head_dim_pad}{label}"
             for name, cubin in paths.items():
                 res = _resources(cuobjdump, cubin)
                 sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True, check=True).stdout
@@ -84,4 +93,4 @@ def test_compile_gate():
                     if smem + res["SHARED"] > SMEM_LIMIT:
                         problems.append(f"{tag} main: shared memory {smem} + {res['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)
-    assert len(built) == 2 * 2 * 8
+    assert len(served) == 2 * 2 * 8 and len(built) == len(items)
