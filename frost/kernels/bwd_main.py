@@ -112,22 +112,9 @@ class BwdMainKernel:
             dSt=cu.smem_tile_layout(N, M))
 
     def _storage_cls(self, smem):
-        t, M, dt = self.tile, self.M, self.dtype
-
-        def buf(dtype, n, align=1024):
-            return cute.struct.Align[cute.struct.MemRange[dtype, n], align]
-
-        @cute.struct
-        class Storage:
-            sK: buf(dt, cute.cosize(smem.K))
-            sV: buf(dt, cute.cosize(smem.V))
-            sQ: buf(dt, cute.cosize(smem.Q))
-            sdO: buf(dt, cute.cosize(smem.dO))
-            sdSt: buf(dt, cute.cosize(smem.dSt))
-            sLSE2: buf(Float32, M * t.q_stages, 128)
-            sDelta: buf(Float32, M * t.q_stages, 128)
-
-        return Storage
+        return smem_storage(self.dtype, {"sK": cute.cosize(smem.K), "sV": cute.cosize(smem.V),
+                                         "sQ": cute.cosize(smem.Q), "sdO": cute.cosize(smem.dO),
+                                         "sdSt": cute.cosize(smem.dSt)}, self.M * self.tile.q_stages)
 
     def _tiled_mmas(self):
         op = warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16))
@@ -218,19 +205,26 @@ class BwdMainKernel:
 
     @cute.jit
     def _smem_tensors(self, smem: cutlass.Constexpr, storage_cls: cutlass.Constexpr):
-        t, N, M, D = self.tile, self.N, self.M, self.D
         st = cutlass.memory.SmemAllocator().allocate(storage_cls)
-        sQ, sdO = st.sQ.get_tensor(smem.Q), st.sdO.get_tensor(smem.dO)
-        sK, sdSt = st.sK.get_tensor(smem.K), st.sdSt.get_tensor(smem.dSt)
+        sdSt = st.sdSt.get_tensor(smem.dSt)
         # LSE/delta broadcast along the key rows of S^T: (N, M, stages) with stride 0 on the keys
-        vec = cute.make_layout((N, M, t.q_stages), stride=(0, 1, M))
+        s = self._q_side_smem(st, smem, cute.make_layout((self.N, self.M, self.tile.q_stages),
+                                                         stride=(0, 1, self.M)))
+        s.V, s.dSt, s.dS = st.sV.get_tensor(smem.V), sdSt, cu.transpose_view(sdSt, self.N, self.M)
+        return s
+
+    def _q_side_smem(self, st, smem, vec_b):
+        """The tensors both kernels share: K, Q, dO (and their transposed views), LSE * log2(e) and delta (plain
+        and broadcast through ``vec_b`` onto the score tile)."""
+        t, N, M, D = self.tile, self.N, self.M, self.D
+        sQ, sdO, sK = st.sQ.get_tensor(smem.Q), st.sdO.get_tensor(smem.dO), st.sK.get_tensor(smem.K)
         return SimpleNamespace(
-            Q=sQ, dO=sdO, K=sK, V=st.sV.get_tensor(smem.V), dSt=sdSt,
+            Q=sQ, dO=sdO, K=sK,
             LSE2=st.sLSE2.get_tensor(cute.make_layout((M, t.q_stages))),
             Delta=st.sDelta.get_tensor(cute.make_layout((M, t.q_stages))),
-            LSE2_b=st.sLSE2.get_tensor(vec), Delta_b=st.sDelta.get_tensor(vec),
+            LSE2_b=st.sLSE2.get_tensor(vec_b), Delta_b=st.sDelta.get_tensor(vec_b),
             Qt=cu.transpose_view(sQ, M, D, t.q_stages), dOt=cu.transpose_view(sdO, M, D, t.do_stages),
-            Kt=cu.transpose_view(sK, N, D), dS=cu.transpose_view(sdSt, N, M))
+            Kt=cu.transpose_view(sK, N, D))
 
     @cute.jit
     def _loaders(self, g, s, q_side, tidx, head_dim, head_dim_v, seqlen_q):
@@ -273,13 +267,8 @@ class BwdMainKernel:
             cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=32), kv).get_slice(tidx)
         return SimpleNamespace(
             kv=kv, dq=dq, thr_kv=thr_kv, thr_acc=thr_kv, thr_dq=thr_dq, cA=cA, cB=cB, cBt=cBt, cAq=cAq, cBq=cBq,
-            rK=rK, rK_v=cA.retile(rK), sK=cA.partition_S(s.K),
-            rV=rV, rV_v=cA.retile(rV), sV=cA.partition_S(s.V),
-            rQ=rQ, rQ_v=cB.retile(rQ), sQ=cB.partition_S(s.Q),
-            rdO=rdO, rdO_v=cB.retile(rdO), sdO=cB.partition_S(s.dO),
-            rQt=rQt, rQt_v=cBt.retile(rQt), sQt=cBt.partition_S(s.Qt),
-            rdOt=rdOt, rdOt_v=cBt.retile(rdOt), sdOt=cBt.partition_S(s.dOt),
-            rdS=rdS, rdS_v=cAq.retile(rdS), sdS=cAq.partition_S(s.dS),
+            **cu.ldsm_operands({"K": (cA, rK, s.K), "V": (cA, rV, s.V), "Q": (cB, rQ, s.Q), "dO": (cB, rdO, s.dO),
+                                "Qt": (cBt, rQt, s.Qt), "dOt": (cBt, rdOt, s.dOt), "dS": (cAq, rdS, s.dS)}),
             rKt=rKt, rKt_v=cBq.retile(rKt), sKt=s.Kt,
             dS_store=dS_store, sdSt_dst=dS_store.partition_D(s.dSt),
             cS_mn=cu.acc_mn_view(thr_kv.partition_C(cS)),
@@ -467,6 +456,17 @@ class BwdMainKernel:
                     crd = t_coord[(0, v), i, j]
                     if (crd[0] < row_limit) & (crd[1] < col_limit):
                         t_dst[(None, v), i, j].store(r[(None, v), i, j].load())
+
+
+def smem_storage(dtype, tiles: dict, vec_len: int):
+    """The kernel's shared-memory struct: the io-dtype tiles (name -> elements, 1024-byte aligned for the
+    swizzle) in order, then the fp32 row vectors sLSE2 and sDelta (``vec_len`` each, 128-byte aligned)."""
+    def buf(dt, n, align=1024):
+        return cute.struct.Align[cute.struct.MemRange[dt, n], align]
+
+    fields = {name: buf(dtype, n) for name, n in tiles.items()}
+    fields.update(sLSE2=buf(Float32, vec_len, 128), sDelta=buf(Float32, vec_len, 128))
+    return cute.struct(type("Storage", (), {"__annotations__": fields}))
 
 
 # Elementwise steps on an accumulator in (query row, key) MN view (bwd_main passes its P^T transposed with

@@ -24,7 +24,7 @@ from cutlass import Float32
 from cutlass.cute.nvgpu import warp
 
 from frost.kernels import cute_utils as cu
-from frost.kernels.bwd_main import BwdMainKernel, scores_to_probs, softmax_grad
+from frost.kernels.bwd_main import BwdMainKernel, scores_to_probs, smem_storage, softmax_grad
 
 
 class BwdMainGridKernel(BwdMainKernel):
@@ -41,39 +41,23 @@ class BwdMainGridKernel(BwdMainKernel):
             PdS=cu.smem_tile_layout(M, N, 2))
 
     def _storage_cls(self, smem):
-        t, M, dt = self.tile, self.M, self.dtype
-
-        def buf(dtype, n, align=1024):
-            return cute.struct.Align[cute.struct.MemRange[dtype, n], align]
-
-        @cute.struct
-        class Storage:
-            sK: buf(dt, cute.cosize(smem.K))
-            sVP: buf(dt, max(cute.cosize(smem.V), cute.cosize(smem.PdS)))  # V until it is in registers, then P, dS
-            sQ: buf(dt, cute.cosize(smem.Q))
-            sdO: buf(dt, cute.cosize(smem.dO))
-            sLSE2: buf(Float32, M * t.q_stages, 128)
-            sDelta: buf(Float32, M * t.q_stages, 128)
-
-        return Storage
+        # V until it is in registers, then P and dS ("sVP")
+        return smem_storage(self.dtype, {"sK": cute.cosize(smem.K),
+                                         "sVP": max(cute.cosize(smem.V), cute.cosize(smem.PdS)),
+                                         "sQ": cute.cosize(smem.Q), "sdO": cute.cosize(smem.dO)},
+                            self.M * self.tile.q_stages)
 
     @cute.jit
     def _smem_tensors(self, smem: cutlass.Constexpr, storage_cls: cutlass.Constexpr):
-        t, N, M, D = self.tile, self.N, self.M, self.D
+        M, N = self.M, self.N
         st = cutlass.memory.SmemAllocator().allocate(storage_cls)
-        sQ, sdO, sK = st.sQ.get_tensor(smem.Q), st.sdO.get_tensor(smem.dO), st.sK.get_tensor(smem.K)
         sPdS = st.sVP.get_tensor(smem.PdS)
         sPdSt = cu.transpose_view(sPdS, M, N, 2)
         # LSE/delta broadcast along the keys of S: (M, N, stages) with stride 0 on the keys
-        vec = cute.make_layout((M, N, t.q_stages), stride=(1, 0, M))
-        return SimpleNamespace(
-            Q=sQ, dO=sdO, K=sK, V=st.sVP.get_tensor(smem.V), P=sPdS[None, None, 0], dS=sPdS[None, None, 1],
-            Pt=sPdSt[None, None, 0], dSt=sPdSt[None, None, 1],
-            LSE2=st.sLSE2.get_tensor(cute.make_layout((M, t.q_stages))),
-            Delta=st.sDelta.get_tensor(cute.make_layout((M, t.q_stages))),
-            LSE2_b=st.sLSE2.get_tensor(vec), Delta_b=st.sDelta.get_tensor(vec),
-            Qt=cu.transpose_view(sQ, M, D, t.q_stages), dOt=cu.transpose_view(sdO, M, D, t.do_stages),
-            Kt=cu.transpose_view(sK, N, D))
+        s = self._q_side_smem(st, smem, cute.make_layout((M, N, self.tile.q_stages), stride=(1, 0, M)))
+        s.V, s.P, s.dS = st.sVP.get_tensor(smem.V), sPdS[None, None, 0], sPdS[None, None, 1]
+        s.Pt, s.dSt = sPdSt[None, None, 0], sPdSt[None, None, 1]
+        return s
 
     def _tiled_mmas(self):
         op = warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16))
@@ -111,15 +95,9 @@ class BwdMainGridKernel(BwdMainKernel):
         return SimpleNamespace(
             sdp=sdp, dkv=dkv, dq=dq, thr_s=thr_s, thr_acc=thr_kv, thr_dq=thr_dq, cA=cA, cB=cB, cAt=cAt, cBt=cBt,
             cAq=cAq, cBq=cBq,
-            rQ=rQ, rQ_v=cA.retile(rQ), sQ=cA.partition_S(s.Q),
-            rdO=rdO, rdO_v=cA.retile(rdO), sdO=cA.partition_S(s.dO),
-            rK=rK, rK_v=cB.retile(rK), sK=cB.partition_S(s.K),
-            rV=rV, rV_v=cB.retile(rV), sV=cB.partition_S(s.V),
-            rPt=rPt, rPt_v=cAt.retile(rPt), sPt=cAt.partition_S(s.Pt),
-            rdSt=rdSt, rdSt_v=cAt.retile(rdSt), sdSt=cAt.partition_S(s.dSt),
-            rdOt=rdOt, rdOt_v=cBt.retile(rdOt), sdOt=cBt.partition_S(s.dOt),
-            rQt=rQt, rQt_v=cBt.retile(rQt), sQt=cBt.partition_S(s.Qt),
-            rdS=rdS, rdS_v=cAq.retile(rdS), sdS=cAq.partition_S(s.dS),
+            **cu.ldsm_operands({"Q": (cA, rQ, s.Q), "dO": (cA, rdO, s.dO), "K": (cB, rK, s.K), "V": (cB, rV, s.V),
+                                "Pt": (cAt, rPt, s.Pt), "dSt": (cAt, rdSt, s.dSt), "dOt": (cBt, rdOt, s.dOt),
+                                "Qt": (cBt, rQt, s.Qt), "dS": (cAq, rdS, s.dS)}),
             rKt=rKt, rKt_v=cBq.retile(rKt), sKt=s.Kt,
             ps_store=ps_store, sP_dst=ps_store.partition_D(s.P), sdS_dst=ps_store.partition_D(s.dS),
             cS_mn=cu.acc_mn_view(thr_s.partition_C(cute.make_identity_tensor((self.M, self.N)))),

@@ -33,6 +33,15 @@ def transpose_view(t: cute.Tensor, rows: int, cols: int, stages: int | None = No
     return cute.composition(t, cute.make_layout((cols, rows, stages), stride=(rows, 1, rows * cols)))
 
 
+def ldsm_operands(table: dict) -> dict:
+    """name -> (tiled ldmatrix copy, register fragment, shared-memory tensor) gives rX (the fragment), rX_v (its
+    view for the copy) and sX (the copy's partition of the tensor): what gemm_ss / gemm_rs / gemm_sr take."""
+    out = {}
+    for name, (copy, frag, src) in table.items():
+        out[f"r{name}"], out[f"r{name}_v"], out[f"s{name}"] = frag, copy.retile(frag), copy.partition_S(src)
+    return out
+
+
 def acc_mn_view(acc: cute.Tensor) -> cute.Tensor:
     """mma.sync accumulator ((2,2), MMA_M, MMA_N) viewed as (rows, cols) of this thread."""
     lay = cute.make_layout(acc.layout.shape)

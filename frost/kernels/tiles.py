@@ -107,8 +107,8 @@ _TABLE = {
 
 
 # Built and checked by the compile gate, timed by benchmarks/bench_variants.py, not served: the 2-D warp-grid
-# kernel (bwd_main_grid) measured 0.65x FA2 at d128 on the H200 against the rows kernel's 0.74x
-# (docs/performance.md).
+# kernel (bwd_main_grid) measured 0.65-0.68x FA2 at d128 on the H200 against the rows kernel's 0.72-0.74x
+# (non-causal; docs/performance.md).
 GRID_VARIANTS = {
     "d128_grid": TileConfig(128, 64, 64, 2, 2, False, 128, warp_grid=True),
 }
