@@ -28,6 +28,8 @@ class Capability:
     needs_head_dim_contiguous: bool = False
     needs_16b_strides: bool = False
     max_smem_bytes: int | None = None
+    max_seq: int | None = None               # longest seq_q / seq_kv (None: no limit)
+    max_acc_elements: int | None = None      # per-head fp32 dQ accumulator elements, see max_seq_q
     description: str = ""
 
 
@@ -44,8 +46,23 @@ CUTE_SM120 = Capability(
     masks=("none", "causal", "band"), alignments=("top_left", "bottom_right"),
     gqa=True, padding=True, sink=True, deterministic=True,
     needs_head_dim_contiguous=True, needs_16b_strides=True, max_smem_bytes=99 * 1024,
+    # the kernels' mask arithmetic is 32-bit (offsets up to ~2^29), and so are the offsets into one head's fp32
+    # dQ accumulator (seq_q rounded up to 128 rows x head dim rounded up to 32 columns)
+    max_seq=1 << 28, max_acc_elements=(1 << 31) - 1,
     description="CuTe-DSL mma.sync + ldmatrix kernels for the SM120 class (built for sm_90a on Hopper)",
 )
+
+ACC_ROW_PAD, ACC_COL_PAD = 128, 32   # how cute_sm120 pads the dQ accumulator (kernels.rowwise / kernels.tiles)
+
+
+def max_seq_q(cap: Capability, head_dim_qk: int) -> int | None:
+    """The longest query sequence ``cap`` serves at this head dim (None: no limit)."""
+    limits = [cap.max_seq] if cap.max_seq is not None else []
+    if cap.max_acc_elements is not None:
+        cols = -(-head_dim_qk // ACC_COL_PAD) * ACC_COL_PAD
+        limits.append(cap.max_acc_elements // cols // ACC_ROW_PAD * ACC_ROW_PAD)
+    return min(limits) if limits else None
+
 
 # Preference order: the first engine that does not decline serves the graph.
 ENGINES: tuple[Capability, ...] = (CUTE_SM120, REFERENCE)

@@ -10,7 +10,7 @@ from typing import Callable, Union
 
 from pydantic import BaseModel, ConfigDict
 
-from frost.analyzer.capability import Capability
+from frost.analyzer.capability import Capability, max_seq_q
 from frost.analyzer.facts import Facts
 from frost.analyzer.targets import ANY_CUDA, serves_target
 
@@ -109,6 +109,11 @@ RULES: tuple[Rule, ...] = (
                   "a learnable attention sink (and its dsink gradient) is not served"),
     _feature_rule("deterministic", "deterministic", "deterministic", "deterministic=False",
                   "a bitwise-deterministic backward is not offered"),
+    Rule("seq_len_max", "seq_q", lambda c, f, t: (m := max_seq_q(c, f.head_dim_qk)) is None or f.seq_q <= m,
+         lambda c, f: f"at most {max_seq_q(c, f.head_dim_qk)} at head_dim_qk={f.head_dim_qk} (split the sequence)",
+         "the query sequence is longer than the engine addresses at this head dim"),
+    Rule("seq_len_max", "seq_kv", lambda c, f, t: c.max_seq is None or f.seq_kv <= c.max_seq,
+         lambda c, f: f"at most {c.max_seq}", "the key/value sequence is longer than the engine addresses"),
     _requirement_rule("layout_head_dim", "head_dim_contiguous", "needs_head_dim_contiguous",
                       "every io tensor with stride 1 on its head dim (e.g. BSHD or BHSD)",
                       "some io tensor is not contiguous along its head dim"),

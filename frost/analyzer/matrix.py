@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from frost.analyzer.capability import ENGINES, Capability
+from frost.analyzer.capability import ENGINES, Capability, max_seq_q
 from frost.analyzer.declines import RULES, Rule
 from frost.analyzer.targets import ACCEPTED, ANY_CUDA
 
@@ -32,6 +32,15 @@ def _smem(c: Capability) -> str:
     return f"{c.max_smem_bytes // 1024} KB" if c.max_smem_bytes else "n/a"
 
 
+def _seq(c: Capability) -> str:
+    if c.max_seq is None and c.max_acc_elements is None:
+        return "no limit"
+    parts = [f"{c.max_seq:,}"] if c.max_seq is not None else []
+    if c.max_acc_elements is not None:
+        parts.append(", ".join(f"seq_q {max_seq_q(c, d):,} at head dim {d}" for d in (128, 256)))
+    return "; ".join(parts)
+
+
 ROWS: tuple[tuple[str, Callable[[Capability], str]], ...] = (
     ("Targets", lambda c: _list(c.targets)),
     ("Dtypes (q, k, v, o, do, grads)", lambda c: _list(c.dtypes)),
@@ -46,6 +55,7 @@ ROWS: tuple[tuple[str, Callable[[Capability], str]], ...] = (
     ("Head dim stride 1 (layout)", lambda c: _required(c.needs_head_dim_contiguous)),
     ("16-byte strides", lambda c: _required(c.needs_16b_strides)),
     ("Shared memory budget", _smem),
+    ("Longest sequence", _seq),
 )
 
 

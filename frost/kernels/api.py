@@ -35,7 +35,8 @@ from frost.kernels.arch import arch_config
 from frost.kernels.compile import DTYPES, KernelKey, get_kernels
 from frost.errors import TensorError
 from frost.kernels.launch import Launch, Problem, seq_pad
-from frost.kernels.mask import MAX_SEQ, MaskSpec
+from frost.analyzer.capability import CUTE_SM120, max_seq_q
+from frost.kernels.mask import MaskSpec
 from frost.kernels.preprocess import SEM_ROWS
 from frost.kernels.tiles import TileConfig, pad_head_dim, tile_for
 
@@ -132,8 +133,12 @@ class CompiledBackward:
         p = problem
         if p.heads_kv == 0 and p.heads or p.heads_kv and p.heads % p.heads_kv:
             raise TensorError("k.shape[1]", p.heads_kv, f"a divisor of the query heads {p.heads} (GQA/MQA)")
-        if max(p.seq_q, p.seq_kv) > MAX_SEQ:
-            raise TensorError("sequence length", max(p.seq_q, p.seq_kv), f"<= {MAX_SEQ}")
+        limit_q = max_seq_q(CUTE_SM120, self.cfg.head_dim_qk)
+        if p.seq_q > limit_q:
+            raise TensorError("q.shape[2] (seq_q)", p.seq_q, f"at most {limit_q} at head dim {self.cfg.head_dim_qk} "
+                              "(32-bit offsets into one head's fp32 dQ accumulator)")
+        if p.seq_kv > CUTE_SM120.max_seq:
+            raise TensorError("k.shape[2] (seq_kv)", p.seq_kv, f"at most {CUTE_SM120.max_seq}")
         return Launch(self.kernels, self.cfg, p)
 
     def _check(self, q, k, v, o, do, lse, dq, dk, dv, workspace):

@@ -23,7 +23,6 @@ import cutlass.cute as cute
 from cutlass import Int32
 
 NO_BOUND = 1 << 30
-MAX_SEQ = 1 << 28           # sequence extents above this could overflow the Int32 offset arithmetic
 ALIGNMENTS = ("top_left", "bottom_right")
 
 FLAG_SEQ_Q = 1              # seq_len_q pointer is valid

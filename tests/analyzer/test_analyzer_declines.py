@@ -8,6 +8,7 @@ import pytest
 
 from analyzer_graphs import baseline, custom, gpt_oss, permuted_strides, pitched_strides
 from frost.analyzer import CODES, CUTE_SM120, REFERENCE, declines, facts_for, normalise_target, probe
+from frost.ir import sdpa_backward_graph
 
 
 def _facts(graph):
@@ -46,6 +47,11 @@ ALONE = {
     # head dim stored outermost-but-one (B, S, D, H): stride 8 on D, still 16-byte aligned
     "layout_head_dim": (lambda: custom(strides=lambda s: permuted_strides(s, (0, 2, 3, 1)), causal=True), "sm_120",
                         CUTE_SM120, [("layout_head_dim", "head_dim_contiguous")]),
+    # one head's fp32 dQ accumulator would pass 2^31 elements (9M rows x 256 columns): 32-bit offsets
+    "seq_len_max": (lambda: sdpa_backward_graph(1, 1, 9_000_000, 256, causal=True), "sm_120", CUTE_SM120,
+                    [("seq_len_max", "seq_q")]),
+    "seq_len_max_kv": (lambda: sdpa_backward_graph(1, 1, 64, 64, seq_kv=(1 << 28) + 1), "sm_120", CUTE_SM120,
+                       [("seq_len_max", "seq_kv")]),
     # rows pitched to 68 elements = 136 bytes
     "stride_alignment": (lambda: custom(strides=lambda s: pitched_strides(s, 68), causal=True), "sm_120",
                          CUTE_SM120, [("stride_alignment", "strides_16b_aligned")]),
