@@ -153,20 +153,28 @@ class CompiledBackward:
                 "dk": (dk, tuple(k.shape)), "dv": (dv, tuple(v.shape))}
         tdtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[cfg.dtype]
         if dqk != cfg.head_dim_qk:
-            raise ValueError(f"q head dim {dqk} != config head_dim_qk {cfg.head_dim_qk}")
+            raise TensorError("q.shape[3]", dqk, f"{cfg.head_dim_qk} (this kernel set's head_dim_qk)")
         for name, (t, shape) in want.items():
             if tuple(t.shape) != shape:
-                raise ValueError(f"{name}: shape {tuple(t.shape)} != {shape}")
+                raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
             if t.dtype != tdtype:
-                raise ValueError(f"{name}: dtype {t.dtype} != {tdtype}")
+                raise TensorError(f"{name}.dtype", t.dtype, f"{tdtype}")
+            if t.device != q.device:
+                raise TensorError(f"{name}.device", str(t.device), f"{q.device} (the device of q)")
             if t.numel() and (t.stride(3) != 1 or any(s % 8 for s in t.stride()[:3]) or t.data_ptr() % 16):
-                raise ValueError(f"{name}: needs head-dim stride 1, other strides multiples of 8, 16-byte base")
-        if tuple(lse.shape) != (batch, heads, seq_q) or lse.dtype != torch.float32:
-            raise ValueError(f"lse: need fp32 {(batch, heads, seq_q)}, got {lse.dtype} {tuple(lse.shape)}")
+                raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides "
+                                  "multiples of 8 elements, and a 16-byte aligned base address")
+        if tuple(lse.shape) != (batch, heads, seq_q) or lse.dtype != torch.float32 or lse.device != q.device:
+            raise TensorError("lse", f"{lse.dtype} {tuple(lse.shape)} on {lse.device}",
+                              f"torch.float32 {(batch, heads, seq_q)} on {q.device}")
+        if q.device.type != "cuda":
+            raise TensorError("q.device", str(q.device), "a CUDA device (the kernels run there)")
         for name, nbytes in workspace_regions(cfg, batch, heads, seq_q, seq_kv, heads_kv):
             t = workspace.get(name)
-            if t is None or t.numel() * t.element_size() < max(nbytes, 16) or t.data_ptr() % 16:
-                raise ValueError(f"workspace[{name!r}]: need >= {max(nbytes, 16)} bytes, 16-byte aligned")
+            need = max(nbytes, 16)
+            if t is None or t.numel() * t.element_size() < need or t.data_ptr() % 16 or t.device != q.device:
+                got = None if t is None else f"{t.numel() * t.element_size()} bytes on {t.device}"
+                raise TensorError(f"workspace[{name!r}]", got, f">= {need} bytes, 16-byte aligned, on {q.device}")
         return batch, heads, heads_kv, seq_q, seq_kv
 
 

@@ -116,3 +116,28 @@ def test_bind_refuses_sequences_past_the_accumulator_offsets(d, limit):
         bwd.bind(Problem(1, 1, 1, limit + 1, 64, 1.0))
     with pytest.raises(TensorError, match=r"k\.shape\[2\]"):
         bwd.bind(Problem(1, 1, 1, 64, (1 << 28) + 1, 1.0))
+
+
+def test_checked_call_names_the_bad_tensor():
+    """CompiledBackward.__call__ checks every tensor before any launch and raises a TensorError (a ValueError)
+    naming the tensor, what it got and what it accepts; on a CPU-only machine correct tensors stop at q.device."""
+    from frost.errors import TensorError
+    from frost.kernels.api import CompiledBackward
+
+    cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
+    bwd = CompiledBackward(cfg, _recording_kernels({}))
+
+    def call(**swap):
+        t = dict(q=q, k=k, v=v, o=o, do=do, lse=lse, dq=dq, dk=dk, dv=dv) | swap
+        bwd(t["q"], t["k"], t["v"], t["o"], t["do"], t["lse"], t["dq"], t["dk"], t["dv"], scale=0.125, workspace=ws)
+
+    with pytest.raises(TensorError, match=r"v\.shape: got \(2, 2, 140, 32\)"):
+        call(v=_bshd(2, 2, 140, 32))
+    with pytest.raises(TensorError, match=r"do\.dtype: got torch\.float16"):
+        call(do=_bshd(2, 4, 100, 64, torch.float16))
+    with pytest.raises(TensorError, match=r"dk\.stride"):
+        call(dk=torch.zeros(2, 2, 140, 68, dtype=torch.bfloat16)[..., :64])   # rows pitched to 136 bytes
+    with pytest.raises(TensorError, match=r"lse: got 'torch\.float16 \(2, 4, 100\)"):
+        call(lse=torch.zeros(2, 4, 100, dtype=torch.float16))
+    with pytest.raises(TensorError, match=r"q\.device: got 'cpu'; accepted: a CUDA device"):
+        call()
