@@ -1,4 +1,4 @@
-"""A fake compiler for machines without a GPU: its kernels record launches and touch nothing, so tests can drive
+"""A fake compiler for machines without a GPU: its kernels bind and record launches and touch nothing, so tests can drive
 the cute_sm120 engine's whole host path (probe, lowering, caches, executor) on CPU tensors, and the host-overhead
 benchmark can time execute with the kernels excluded."""
 
@@ -12,15 +12,17 @@ PREFIX = b"frost-fake-kernel\n"
 
 
 class FakeKernel:
+    """Binds like the real kernel set (frost.kernels.api.CompiledBackward.bind): ``bind(problem)`` returns a
+    launch that records its arguments and does nothing else."""
+
     def __init__(self, key: str) -> None:
         self.key = key
-        self.calls = 0
-        self.last_features: dict = {}
+        self.problems: list = []
+        self.launches: list[tuple[tuple, dict]] = []   # (positional args, optional inputs) per launch
 
-    def __call__(self, *tensors, scale: float, workspace: dict, stream=None, **features) -> None:
-        """Accepts the runtime feature keywords of the real kernels (lengths, band, sink, deterministic...)."""
-        self.calls += 1
-        self.last_features = features
+    def bind(self, problem):
+        self.problems.append(problem)
+        return lambda *args, **optional: self.launches.append((args, optional))
 
 
 class FakeCompiler:

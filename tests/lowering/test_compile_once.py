@@ -14,19 +14,26 @@ PAIRS = [(b, s) for b in (1, 2, 3, 4) for s in (1, 77, 128, 1000, 4097)]
 
 
 class Recording(FakeCompiler):
-    """Kernels that remember what they were launched with (shapes and workspace regions only)."""
+    """Kernels that remember what they were launched with (shapes, the bound scale and workspace regions only)."""
 
     def __init__(self):
         super().__init__()
         self.calls = []
 
     def compile(self, unit):
-        super().compile(unit)
+        kernel, calls = super().compile(unit), self.calls
 
-        def kernel(*tensors, scale, workspace, stream=None, **features):  # features: the runtime keywords
-            self.calls.append(([tuple(t.shape) for t in tensors], scale, {n: v.numel() for n, v in workspace.items()}))
+        class Bound:
+            def bind(self, problem):
+                kernel.bind(problem)
 
-        return kernel
+                def launch(*args, **optional):   # q k v o do lse dq dk dv, workspace views, stream
+                    tensors, workspace = args[:9], args[9]
+                    calls.append(([tuple(t.shape) for t in tensors], problem.scale,
+                                  {n: v.numel() for n, v in workspace.items()}))
+                return launch
+
+        return Bound()
 
 
 def _run(plan):

@@ -1,50 +1,56 @@
-"""The cute engine asks its kernels to check seq_len values (a TensorError before launch instead of a wrong
-result) unless the user opted out with FROST_CHECK_SEQ_LENS=0; graphs without padding never pay for the check."""
+"""The cute engine checks seq_len values before launching (a TensorError instead of a wrong result) unless the user
+opted out with FROST_CHECK_SEQ_LENS=0; graphs without padding never pay for the check."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 import frost.compile_api as api
+from frost.errors import TensorError
 from frost.lowering import FakeCompiler, use_compiler
 from lowering_helpers import inputs_for, small_graph
 
 
-class FeatureRecording(FakeCompiler):
+class Keeping(FakeCompiler):
+    """A fake compiler that keeps its kernels, to read their launches back."""
+
     def __init__(self):
-        super().__init__()
-        self.features: list[dict] = []
+        super().__init__(persist=False)
+        self.kernels = []
 
     def compile(self, unit):
-        super().compile(unit)
-
-        def kernel(*tensors, scale, workspace, stream=None, **features):
-            self.features.append(features)
-
-        return kernel
+        self.kernels.append(super().compile(unit))
+        return self.kernels[-1]
 
 
-def _launch(graph) -> dict:
-    with use_compiler("cute_sm120", FeatureRecording()) as compiler:
+def _launches(graph, bad_length: bool = False) -> list:
+    """Execute once (a query length of 10000 in batch 0 when ``bad_length``); the fake kernel set's launches."""
+    inputs = inputs_for(graph)
+    if bad_length:
+        inputs[graph.sdpa_ops()[0].inputs.seq_len_q][0] = 10_000
+    with use_compiler("cute_sm120", Keeping()) as compiler:
         plan = api.compile(graph, target="sm_120")
         assert plan.engine == "cute_sm120"
-        plan.execute(inputs_for(graph), workspace=plan.new_workspace())
-    return compiler.features[-1]
+        plan.execute(inputs, workspace=plan.new_workspace())
+    return compiler.kernels[0].launches
 
 
 def test_padded_graphs_check_lengths_by_default(monkeypatch):
     monkeypatch.delenv("FROST_CHECK_SEQ_LENS", raising=False)
-    features = _launch(small_graph(dtype="bfloat16"))
-    assert features["check_lengths"] is True
-    assert isinstance(features["seq_len_q"], torch.Tensor) and isinstance(features["seq_len_kv"], torch.Tensor)
+    (_, optional), = _launches(small_graph(dtype="bfloat16"))
+    assert isinstance(optional["seq_len_q"], torch.Tensor) and isinstance(optional["seq_len_kv"], torch.Tensor)
+    with pytest.raises(TensorError, match="seq_len_q"):
+        _launches(small_graph(dtype="bfloat16"), bad_length=True)
 
 
 def test_the_check_can_be_turned_off(monkeypatch):
     monkeypatch.setenv("FROST_CHECK_SEQ_LENS", "0")
-    assert _launch(small_graph(dtype="bfloat16"))["check_lengths"] is False
+    assert len(_launches(small_graph(dtype="bfloat16"), bad_length=True)) == 1   # launched unchecked (the kernels
+    # clamp lengths to [0, S], so an unchecked bad length cannot read or write out of bounds)
 
 
 def test_unpadded_graphs_never_check(monkeypatch):
     monkeypatch.delenv("FROST_CHECK_SEQ_LENS", raising=False)
-    features = _launch(small_graph(dtype="bfloat16", padded=False))
-    assert features["check_lengths"] is False and "seq_len_q" not in features
+    (_, optional), = _launches(small_graph(dtype="bfloat16", padded=False))
+    assert "seq_len_q" not in optional and "seq_len_kv" not in optional

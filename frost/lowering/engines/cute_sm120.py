@@ -84,17 +84,15 @@ class CuteSm120Engine:
 
 
 def _launcher(kernel, op, facts: Facts):
-    """The op's run(tensors, workspace, stream). A kernel with ``bind`` (the real CompiledBackward) is bound to the
-    plan's problem once, here: the executor has checked every tensor against the plan before run, so a call only
-    picks the tensors and launches. Other kernels (test fakes) get the keyword call of the kernels' contract."""
+    """The op's run(tensors, workspace, stream). The kernel set (CompiledBackward, or a test fake with the same
+    ``bind``) is bound to the plan's problem once, here: the executor has checked every tensor against the plan
+    before run, so a call only picks the tensors and launches."""
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse, outs.dq, outs.dk, outs.dv)
     optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
                                             ("sink", ins.sink), ("dsink", outs.dsink)) if name is not None}
     scratch = "sink" in optional and "dsink" not in optional
     padded = "seq_len_q" in optional or "seq_len_kv" in optional
-    if not hasattr(kernel, "bind"):
-        return _keyword_launcher(kernel, operands, optional, scratch, padded, op, facts)
     from frost.kernels.api import check_length_values
     from frost.kernels.launch import Problem
 
@@ -113,20 +111,6 @@ def _launcher(kernel, op, facts: Facts):
     return run
 
 
-def _keyword_launcher(kernel, operands, optional: dict, scratch: bool, padded: bool, op, facts: Facts):
-    heads_q = facts.heads_q
-
-    def run(tensors: dict, workspace: dict, stream) -> None:
-        extra = {key: tensors[name] for key, name in optional.items()}
-        if scratch:
-            extra["dsink"] = workspace[DSINK_SCRATCH][:heads_q * 4].view(_float32())
-        kernel(*operands(tensors), scale=facts.attn_scale, workspace=workspace, stream=stream,
-               band_left=op.band_left, band_right=op.band_right, deterministic=facts.deterministic,
-               check_lengths=padded and check_seq_len_values(), **extra)
-
-    return run
-
-
 def check_seq_len_values() -> bool:
     """Whether to check seq_len values lie in [0, S] before launching (one small device->host read).
 
@@ -140,9 +124,3 @@ def check_seq_len_values() -> bool:
     if os.environ.get("FROST_CHECK_SEQ_LENS", "1") == "0":
         return False
     return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
-
-
-def _float32():
-    import torch
-
-    return torch.float32
