@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
+
+from frost.errors import GraphError
 
 Alignment = Literal["top_left", "bottom_right"]
 MaskKind = Literal["none", "causal", "band"]
@@ -81,11 +84,37 @@ class GenericOp(BaseModel):
     outputs: tuple[str, ...] = ()
     attrs: dict[str, Any] = Field(default_factory=dict)
 
+    @field_validator("attrs")
+    @classmethod
+    def _json_attrs(cls, attrs: dict, info: ValidationInfo) -> dict:
+        """Held as JSON will read them back (tuples become lists), so a graph's JSON round trip is the identity;
+        what JSON cannot hold (NaN, infinities, other types) is refused instead of silently changed."""
+        where = f"op {info.data.get('name', '?')!r} attrs"
+        return {k: _json_value(v, f"{where}[{k!r}]") for k, v in attrs.items()}
+
     def input_names(self) -> list[str]:
         return list(self.inputs)
 
     def output_names(self) -> list[str]:
         return list(self.outputs)
+
+
+def _json_value(value: Any, where: str) -> Any:
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        raise GraphError(where, value, "a finite number (JSON has no NaN or infinity)")
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        bad = [k for k in value if not isinstance(k, str)]
+        if bad:
+            raise GraphError(f"{where} key", bad[0], "a str (JSON object keys are strings)")
+        return {k: _json_value(v, f"{where}[{k!r}]") for k, v in value.items()}
+    raise GraphError(where, type(value).__name__,
+                     "a JSON value: str, int, finite float, bool, None, or lists and dicts of them")
 
 
 def _op_tag(value: Any) -> str:

@@ -15,7 +15,8 @@ ATTR_KEY = st.text(max_size=6).filter(lambda k: k not in ("self", "op", "name", 
 JSON_VALUE = st.recursive(
     st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    lambda inner: st.lists(inner, max_size=3) | st.tuples(inner, inner)   # tuples are held as lists
+    | st.dictionaries(st.text(max_size=5), inner, max_size=3),
     max_leaves=6,
 )
 

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import json
 
+import math
+import re
+
+import pytest
 from hypothesis import given, settings
 
-from frost.ir import Graph
+from frost.errors import GraphError
+from frost.ir import Graph, GraphBuilder
 from ir_strategies import replay, valid_graphs
 
 
@@ -25,3 +30,16 @@ def test_json_round_trip_is_identity(graph: Graph) -> None:
 @given(graph=valid_graphs())
 def test_builder_rebuilds_graph_from_its_json(graph: Graph) -> None:
     assert replay(json.loads(graph.model_dump_json())) == graph
+
+
+@pytest.mark.parametrize("value, subject", [
+    (math.nan, "attrs['x']"), (-math.inf, "attrs['x']"), ({"k": [1, math.nan]}, "attrs['x']['k'][1]"),
+    ({1: "a"}, "attrs['x'] key"), (object(), "attrs['x']"),
+])
+def test_op_attrs_json_cannot_hold_are_refused(value, subject) -> None:
+    """Generic-op attrs that JSON would change (NaN -> null) or cannot write are a GraphError naming the place."""
+    b = GraphBuilder("g")
+    t = b.tensor("t", (2,), "float32")
+    with pytest.raises(GraphError, match=re.escape(f"op 'reduce' {subject}: got")):
+        b.op("reduce", "reduce", inputs=(t,), outputs=(b.tensor("u", (2,), "float32"),), x=value)
+        b.build()
