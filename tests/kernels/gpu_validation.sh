@@ -15,7 +15,7 @@ job core_rest $PT $K/test_kernels_gpu.py -k "not test_matrix"
 job feat_edges $PT $K/test_kernels_features_gpu.py -k "edges or bad_runtime"
 job feat_rand01 $PT $K/test_kernels_features_gpu.py -k "random_matrix and (0 or 1)"
 job feat_rand23 $PT $K/test_kernels_features_gpu.py -k "random_matrix and (2 or 3)"
-job feat_det $PT $K/test_kernels_features_gpu.py -k "deterministic_bitwise or sanitizer_features"
+job feat_det $PT $K/test_kernels_features_gpu.py -k "deterministic_bitwise or sanitizer_features or deterministic_modes"
 job engine $PT $K/test_engine_features_gpu.py tests/lowering/test_gpu_cute.py
 SAN="compute-sanitizer --report-api-errors no"
 job memcheck $SAN --tool memcheck $PT $K/test_kernels_features_gpu.py -k sanitizer_features

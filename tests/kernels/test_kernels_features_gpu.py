@@ -81,10 +81,21 @@ def test_random_matrix(chunk):
     run_cases([_random_case(rng, chunk * 100 + i) for i in range(12)])
 
 
-def test_deterministic_bitwise():
-    """deterministic=True: 20 runs give bitwise-identical dQ/dK/dV/dSink (GQA + padding + band + sink)."""
-    c = Case(b=2, hq=8, hkv=2, sq=700, skv=650, dqk=64, dv=64, causal=True, alignment=BR, band_left=300,
-             seq_len_q=[700, 513], seq_len_kv=[650, 480], sink=0.25, deterministic=True, seed=3)
+BITWISE_CASES = {
+    # a band: the launch keeps a head's KV tiles together (block_order)
+    "band": Case(b=2, hq=8, hkv=2, sq=700, skv=650, dqk=64, dv=64, causal=True, alignment=BR, band_left=300,
+                 seq_len_q=[700, 513], seq_len_kv=[650, 480], sink=0.25, deterministic=True, seed=3),
+    # causal without a left bound: the longest-first order (heads outermost), many KV tiles per query tile
+    "causal": Case(b=2, hq=8, hkv=2, sq=1500, skv=1500, dqk=128, dv=128, causal=True, alignment=TL,
+                   seq_len_q=[1500, 999], seq_len_kv=[1500, 1200], sink=-0.5, deterministic=True, seed=4),
+}
+
+
+@pytest.mark.parametrize("which", sorted(BITWISE_CASES))
+def test_deterministic_bitwise(which):
+    """deterministic=True: 20 runs give bitwise-identical dQ/dK/dV/dSink (GQA + padding + sink, both block
+    orders)."""
+    c = BITWISE_CASES[which]
     inp = build_inputs(c)
     cfg, bwd = compiled(c)
     feats = kernel_features(c, inp)
