@@ -1,0 +1,74 @@
+"""The main kernel's tile arithmetic (frost/kernels/mask.py), run as plain Python on CPU against a brute-force
+reading of DESIGN.md's mask: key j is visible to query row i < sq iff j < skv and
+diag - L <= j - i <= diag + R (diag = skv - sq bottom-right, 0 top-left).
+
+- Every visible (row, key) pair lies in a query tile that its KV tile walks (``m_block_range``), so no
+  contribution is skipped, and a KV tile walks nothing outside its band (the window costs O(S*W)): only a KV tile
+  that no row sees may walk one tile, of exact zeros.
+- Deterministic mode ranks the visitors of a query tile from the bottom: the KV tiles whose walk holds it must be
+  contiguous and start at ``first_n_block``, or a visitor would wait for a rank that never comes (a hang) or two
+  would share a rank (a race).
+
+The jit-decorated methods are called through ``__wrapped__``: the same source, evaluated on Python ints."""
+
+import random
+
+import pytest
+
+pytest.importorskip("cutlass")
+
+from frost.kernels.mask import FLAG_BOTTOM_RIGHT, NO_BOUND, AttentionMask, make_mask  # noqa: E402
+
+
+def _mask(sq, skv, left, right, bottom_right):
+    flags = FLAG_BOTTOM_RIGHT if bottom_right else 0
+    return make_mask.__wrapped__(sq, skv, NO_BOUND if left is None else left,
+                                 NO_BOUND if right is None else right, flags)
+
+
+def _visible(sq, skv, left, right, bottom_right, i, j):
+    diag = skv - sq if bottom_right else 0
+    lo = -float("inf") if left is None else diag - left
+    hi = float("inf") if right is None else diag + right
+    return i < sq and j < skv and lo <= j - i <= hi
+
+
+def _near_tiles(rng, lo, hi):
+    """Mostly values at a tile edge (a multiple of 16, give or take one), where off-by-one errors live."""
+    if rng.random() < 0.3:
+        return rng.randint(lo, hi)
+    return min(max(16 * rng.randint(0, hi // 16) + rng.choice((-1, 0, 1)), lo), hi)
+
+
+def _cases(n_cases=150, seed=7):
+    rng = random.Random(seed)
+    for _ in range(n_cases):
+        sq, skv = _near_tiles(rng, 1, 400), _near_tiles(rng, 1, 400)
+        kind = rng.choice(("none", "causal", "window", "band", "widened"))
+        left = {"window": _near_tiles(rng, 0, 130), "band": _near_tiles(rng, 0, 130)}.get(kind)
+        right = {"none": None, "window": 0, "band": _near_tiles(rng, 0, 70),
+                 "widened": _near_tiles(rng, 1, 70)}.get(kind, 0)
+        tiles = rng.choice(((128, 32), (128, 64), (64, 64), (64, 32), (64, 16)))
+        yield sq, skv, left, right, rng.random() < 0.5, tiles
+
+
+@pytest.mark.parametrize("case", list(_cases()), ids=lambda c: "sq{}_skv{}_L{}_R{}_br{}_n{}m{}".format(*c[:5], *c[5]))
+def test_walks_cover_the_band_and_visitors_rank_from_first_n_block(case):
+    sq, skv, left, right, br, (n_size, m_size) = case
+    mask = _mask(sq, skv, left, right, br)
+    walk_range = AttentionMask.m_block_range.__wrapped__
+    first_n_block = AttentionMask.first_n_block.__wrapped__
+    n_tiles, m_tiles = -(-skv // n_size), -(-sq // m_size)
+    walked = {n: range(*(int(x) for x in walk_range(mask, n, n_size, m_size))) for n in range(n_tiles)}
+    needed = {n: {i // m_size for i in range(sq) for j in range(n * n_size, min((n + 1) * n_size, skv))
+                  if _visible(sq, skv, left, right, br, i, j)} for n in range(n_tiles)}
+    for n in range(n_tiles):
+        if needed[n]:   # exactly the query tiles between the first and the last that see a key of the tile
+            assert walked[n] == range(min(needed[n]), max(needed[n]) + 1), (n, sorted(needed[n]), walked[n])
+        else:           # a tile no row sees may still walk one tile of zeros (its band starts past the last row)
+            assert len(walked[n]) <= 1, (n, walked[n])
+    for m in range(m_tiles):
+        visitors = [n for n in range(n_tiles) if m in walked[n]]
+        if visitors:
+            assert visitors == list(range(visitors[0], visitors[-1] + 1)), (m, visitors)
+            assert int(first_n_block(mask, m, n_size, m_size)) == visitors[0], (m, visitors)
