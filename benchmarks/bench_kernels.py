@@ -5,34 +5,26 @@
 
 B=4, H=16, S=4096, D=64/128, causal and not. Inputs are transposed views of BSHD memory (the layout both
 consume without copies). Backward FLOPs = 2.5 x forward, forward = 4*B*H*Sq*Skv*D, halved for causal.
-Times: CUDA events around each call after warm-up, median. --variants also times tile configs from
+Times: CUDA events around each call after warm-up, median (frost.bench.timing). --variants also times tile configs from
 bench_variants.py (tuning only)."""
 
 import argparse
 import math
 import os
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from frost.bench.timing import median_ms
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
 def _time(fn, iters: int, warmup: int = 3) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    """Median ms of ``iters`` calls after ``warmup`` (frost.bench.timing: CUDA events, host work hidden)."""
+    return median_ms(lambda _: fn(), 1, warmup=warmup, iters=iters, max_seconds=3600.0).ms  # no time cap
 
 
 class Case:

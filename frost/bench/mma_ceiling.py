@@ -11,7 +11,6 @@ Compiling needs no GPU (`compile_ceiling(dtype, "sm_90a")`); running needs one (
 imports cutlass: `frost bench` loads it only for --ceiling."""
 
 import math
-import statistics
 from dataclasses import dataclass
 
 import cuda.bindings.driver as cuda
@@ -20,6 +19,8 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32
 from cutlass.cute.nvgpu import warp
 from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+from frost.bench.timing import median_ms
 
 WARPS = 4
 TILE_M, TILE_N, TILE_K = 16 * WARPS, 64, 16
@@ -127,15 +128,8 @@ def _time_launch(compiled, grid: int, n_iter: int, reps: int) -> float:
     def launch():
         compiled(p_out, grid, n_iter, 1e-3, stream)
 
-    launch()  # warm-up (module load, clocks)
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        launch()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+    # one warm-up launch (module load, clocks), then the median of `reps` timed ones, no time cap
+    ms = median_ms(lambda _: launch(), 1, warmup=1, iters=reps, max_seconds=3600.0).ms
     if not math.isfinite(float(out.sum())):
         raise RuntimeError("mma ceiling: non-finite accumulator sum (kernel misbehaved)")
-    return statistics.median(times)
+    return ms

@@ -88,10 +88,12 @@ def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, s
     del heads_kv, seq_kv
     rows = batch * heads_q * seq_pad(seq_q)
     return [("dq_accum", rows * cfg.head_dim_pad * 4), ("lse_log2", rows * 4), ("delta", rows * 4),
-            ("dq_sem", _round16(rows // SEM_ROWS * 4)), ("dsink_part", _round16(rows // rowwise.ROWS_PER_CTA * 4))]
+            ("dq_sem", round_up16(rows // SEM_ROWS * 4)),
+            ("dsink_part", round_up16(rows // rowwise.ROWS_PER_CTA * 4))]
 
 
-def _round16(n: int) -> int:
+def round_up16(n: int) -> int:
+    """Workspace regions are sized in 16-byte multiples (vector and cp.async alignment)."""
     return -(-n // 16) * 16
 
 

@@ -33,8 +33,8 @@ class KernelKey:
     def as_str(self) -> str:
         t = self.tile
         return (f"frost.bwd.v2:{self.arch}:{self.dtype}:d{self.head_dim_pad}:n{t.n_block}m{t.m_block}"
-                f":s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}"
-                f":g{int(t.warp_grid)}")
+                f":s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}"
+                f":r{t.rows_per_warp}:g{int(t.warp_grid)}")
 
 
 FUNCS = ("preprocess", "main", "dq_convert")

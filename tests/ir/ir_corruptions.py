@@ -62,10 +62,13 @@ def _head_dims(doc, data):
     return repr(t["name"]), "shape"
 
 
-def _lse_dtype(doc, data):
-    t = role(doc, "lse")
-    t["dtype"] = data.draw(st.sampled_from(("float16", "bfloat16", "float64", "int32")))
-    return repr(t["name"]), "dtype"
+def _not_fp32(which):
+    """A corruption giving the fp32 tensor of role ``which`` (lse, sink) another dtype."""
+    def corrupt(doc, data):
+        t = role(doc, which)
+        t["dtype"] = data.draw(st.sampled_from(("float16", "bfloat16", "float64", "int32")))
+        return repr(t["name"]), "dtype"
+    return corrupt
 
 
 def _lse_shape(doc, data):
@@ -73,12 +76,6 @@ def _lse_shape(doc, data):
     b, h, s = t["shape"]
     t["shape"] = data.draw(st.sampled_from(([b, h, s + 1], [b, h + 1, s], [b, h], [b, h, s, 1], [b + 1, h, s])))
     return repr(t["name"]), "shape"
-
-
-def _sink_dtype(doc, data):
-    t = role(doc, "sink")
-    t["dtype"] = data.draw(st.sampled_from(("float16", "bfloat16", "float64", "int32")))
-    return repr(t["name"]), "dtype"
 
 
 def _sink_shape(doc, data):
@@ -176,9 +173,9 @@ def _output_shape(doc, data):
 CORRUPTIONS = (
     Corruption("Hq not a multiple of Hkv", _gqa),
     Corruption("head dims disagree", _head_dims),
-    Corruption("lse not fp32", _lse_dtype),
+    Corruption("lse not fp32", _not_fp32("lse")),
     Corruption("lse wrong shape", _lse_shape),
-    Corruption("sink not fp32", _sink_dtype, needs=("sink",)),
+    Corruption("sink not fp32", _not_fp32("sink"), needs=("sink",)),
     Corruption("sink not (Hq,)", _sink_shape, needs=("sink",)),
     Corruption("seq_len not int32 (B,)", _seq_len, needs=("padded",)),
     Corruption("negative band bound", _negative_band),

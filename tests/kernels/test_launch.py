@@ -108,7 +108,8 @@ def test_bind_refuses_sequences_past_the_accumulator_offsets(d, limit):
     from frost.kernels.api import CompiledBackward
     from frost.kernels.tiles import tile_for
 
-    assert ACC_ROW_PAD == rowwise.SEQ_PAD and tile_for(d - 8, d - 8).head_dim_pad == -(-(d - 8) // ACC_COL_PAD) * ACC_COL_PAD
+    assert ACC_ROW_PAD == rowwise.SEQ_PAD
+    assert tile_for(d - 8, d - 8).head_dim_pad == -(-(d - 8) // ACC_COL_PAD) * ACC_COL_PAD
     assert max_seq_q(CUTE_SM120, d) == limit and (limit + ACC_ROW_PAD) * d > (1 << 31) - 1 >= limit * d
     bwd = CompiledBackward(choose_config("bfloat16", d, d, True, "top_left", "sm_90a"), _recording_kernels({}))
     bwd.bind(Problem(1, 1, 1, limit, 64, 1.0))   # the limit itself binds

@@ -77,7 +77,7 @@ class CuteSm120Engine:
         regions = [(n, int(b)) for n, b in api.workspace_regions(cfg, facts.batch, facts.heads_q, facts.seq_q,
                                                                      facts.seq_kv, heads_kv=facts.heads_kv)]
         if op.inputs.sink is not None and op.outputs.dsink is None:
-            regions.append((DSINK_SCRATCH, -(-facts.heads_q * 4 // 16) * 16))
+            regions.append((DSINK_SCRATCH, api.round_up16(facts.heads_q * 4)))
         return Lowering(kernels=(KernelLaunch(f"{op.name}/backward", key, _grid(cfg, facts)),),
                         workspace=tuple(regions), run=_launcher(kernel, op, facts), device_type=compiler.device_type,
                         aligned_pointers=True)
