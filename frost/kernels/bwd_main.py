@@ -160,10 +160,10 @@ class BwdMainKernel:
                 for h_i in cutlass.range(0, walk.group, 1):
                     self._walk_step(ld, mm, mask, acc, walk, m_i * walk.group + h_i, walk.head0 + h_i,
                                     walk.m_first - m_i, args.scale_log2, do_dv, do_dk)
-            if cutlass.const_expr(do_dk):
-                self._dq_release_last(ld, walk)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
+            if cutlass.const_expr(do_dk):
+                self._dq_release_last(ld, walk)
             self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, do_dv,
                             do_dk)
 
@@ -368,6 +368,8 @@ class BwdMainKernel:
 
         if cutlass.const_expr(do_dk or t.q_stages == 1 or t.do_stages == 1):
             cute.arch.sync_threads()  # dS^T complete in smem; every warp is done with this tile's Q and dO
+        if cutlass.const_expr(do_dk):
+            self._dq_release_prev(ld, walk, it, head, m_block)  # before the refills: the fence has less to wait for
         if has_next:
             head_next, m_next = self._walk_next(walk, head, m_block)
             if cutlass.const_expr(t.q_stages == 1):
@@ -407,11 +409,9 @@ class BwdMainKernel:
     @cute.jit
     def _dq_step(self, mm, ld, mask, walk, it, head, m_block):
         """dQ[tile] += dS . K, in head-dim chunks, red.global.add into the fp32 accumulator (in KV-tile order
-        when deterministic: this step releases the previous step's tile, see dq_order_wait)."""
+        when deterministic, see dq_order_wait)."""
         chunk = self.tile.dq_chunk
         gdQacc = cute.local_tile(ld.qdQacc[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
-        head_prev, m_prev = self._walk_prev(walk, head, m_block)
-        dq_order_release(ld.qSem[ld.batch, head_prev, None], m_prev * (self.M // SEM_ROWS), walk.det & (it > 0))
         sem_row, sem_index = ld.qSem[ld.batch, head, None], m_block * (self.M // SEM_ROWS)
         for c in cutlass.range_constexpr(self.D // chunk):
             accdQ = cute.make_rmem_tensor(mm.thr_dq.partition_shape_C((self.M, chunk)), Float32)
@@ -420,13 +420,20 @@ class BwdMainKernel:
             cu.gemm_ss(mm.dq, accdQ, mm.cAq, mm.sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
             if cutlass.const_expr(c == 0):  # the first GEMM overlaps the wait
                 rank = walk.n_block - mask.first_n_block(m_block, self.N, self.M)
-                dq_order_wait(sem_row, sem_index, rank * self.tile.num_warps, walk.det)
+                dq_order_wait(sem_row, sem_index, rank, walk.det)
             gdq = mm.thr_dq.partition_C(cute.local_tile(gdQacc, (self.M, chunk), (0, c)))
             cu.red_add_acc(gdq, accdQ)
 
     @cute.jit
+    def _dq_release_prev(self, ld, walk, it, head, m_block):
+        """Deterministic mode, past a CTA barrier of step ``it``: release the previous step's tile."""
+        head_prev, m_prev = self._walk_prev(walk, head, m_block)
+        dq_order_release(ld.qSem[ld.batch, head_prev, None], m_prev * (self.M // SEM_ROWS), walk.det & (it > 0))
+
+    @cute.jit
     def _dq_release_last(self, ld, walk):
-        """After the walk: release the last step's tile (each step releases the one before it)."""
+        """After the walk and a CTA barrier: release the last step's tile (each step releases the one before
+        it)."""
         head_last, m_last = walk.head0 + walk.group - 1, walk.m_first - walk.n_m + 1
         dq_order_release(ld.qSem[ld.batch, head_last, None], m_last * (self.M // SEM_ROWS),
                          walk.det & (walk.n_iter > 0))
@@ -521,11 +528,16 @@ def kv_tile_of_block(flags: Int32):
 
 
 # Deterministic mode: the KV tiles visiting a query tile add their dQ in a fixed order, lowest KV tile first. One
-# semaphore per (batch, query head, 16 query rows) counts warps; the visitor of rank r (r = n_block -
-# AttentionMask.first_n_block) waits until the count reaches r * warps (every warp of every earlier rank; no later
-# rank can add before that) and adds; each of its warps releases the tile one step later, when its adds have had
-# a step's time to land, so the fence before the release rarely waits (lane 0 adds 1; no CTA barrier on the
-# path). The release comes before the step's own wait, so no step's release waits on anything.
+# semaphore per (batch, query head, 16 query rows) counts the visitors done with the tile; the visitor of rank r
+# (r = n_block - AttentionMask.first_n_block) waits until the count reaches r (no later rank can add before that)
+# and adds. One lane of warp 0 releases the tile for the whole CTA one step later, right after that step's
+# mid-step barrier and before its refills are issued: every warp issued its adds before a CTA barrier that lane
+# has passed since, and its fence is cumulative (PTX memory model: the barrier orders the other warps' adds before
+# it), so one fence and one relaxed increment per CTA step cover them, and with a step's time to land and no fresh
+# loads outstanding the fence rarely waits. Measured on gpt-oss causal (H200): one release per warp cost 18 %
+# over the default mode, its fence alone 8 %; this layout 9 %, of which the waits ~5 %. (An acquire load issued
+# early to hide the wait's latency was slower: its L1 invalidate stalls.) The release comes before the step's own
+# wait, so no release waits on anything.
 # No deadlock: a CTA only waits on lower KV tiles of its own (batch, kv head), and block_order deals those out
 # before it, so they are running or done. Short waits: every KV tile walks from the last query tile downwards, a
 # tile at a time with all heads of the group inner, so the visitors of a query tile reach it in lockstep (a KV
@@ -539,9 +551,10 @@ def dq_order_wait(sem_row: cute.Tensor, index: Int32, target: Int32, enabled: cu
 
 @cute.jit
 def dq_order_release(sem_row: cute.Tensor, index: Int32, enabled: cutlass.Boolean):
-    """Each thread fences its own adds; after the warp converges, lane 0 releases the warp's share."""
+    """One lane of warp 0, past a CTA barrier that follows every warp's adds to the tile: fence, then count the
+    CTA done."""
     if enabled:
-        cute.arch.fence_acq_rel_gpu()
-        cute.arch.sync_warp()
-        if cute.arch.lane_idx() == 0:
-            cute.arch.atomic_add(sem_row.iterator + index, Int32(1), sem="release", scope="gpu")
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == 0:
+            with cute.arch.elect_one():
+                cute.arch.fence_acq_rel_gpu()
+                cute.arch.atomic_add(sem_row.iterator + index, Int32(1), sem="relaxed", scope="gpu")

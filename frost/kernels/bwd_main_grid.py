@@ -128,9 +128,9 @@ class BwdMainGridKernel(BwdMainKernel):
             self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, 0)
             if it + 1 < walk.n_iter:
                 self._grid_step(ld, mm, mask, acc, walk, it + 1, args.scale_log2, 1)
-        self._dq_release_last(ld, walk)
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
+        self._dq_release_last(ld, walk)
         self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, True, True)
 
     @cute.jit
@@ -150,6 +150,7 @@ class BwdMainGridKernel(BwdMainKernel):
         cute.copy(mm.ps_store, mm.ps_store.retile(cu.convert(accP, self.dtype)), mm.sP_dst)
         cute.copy(mm.ps_store, mm.ps_store.retile(rdS), mm.sdS_dst)
         cute.arch.sync_threads()  # P and dS complete in shared memory
+        self._dq_release_prev(ld, walk, it, head, m_block)
         cu.gemm_ss(mm.dkv, acc.dV, mm.cAt, mm.sPt, mm.rPt, mm.rPt_v, mm.cBt, mm.sdOt[None, None, None, stage],
                    mm.rdOt, mm.rdOt_v)
         cu.gemm_ss(mm.dkv, acc.dK, mm.cAt, mm.sdSt, mm.rdSt, mm.rdSt_v, mm.cBt, mm.sQt[None, None, None, stage],
