@@ -5,9 +5,9 @@ What is measured: the cute_sm120 engine's whole host path per call -- checking e
 launcher -- with a no-op kernel behind the compiler seam (frost.lowering.FakeCompiler). Outputs and workspace are
 passed in, so the call allocates nothing. What is not: the kernels' own host work (CuTe argument marshalling and
 the CUDA launches, measured by the kernel benchmarks) and GPU time. With --real on a GPU the real CuteCompiler is
-used instead, so the number then includes the bound launch and its three TVM-FFI kernel launches (host time only:
-calls run in bursts with an untimed synchronisation in between), and two parts are timed alone: the bound launch
-(frost.kernels.launch.Launch) and the checked public entry (CompiledBackward.__call__).
+used instead, so the number then includes the bound launch (one TVM-FFI call that launches the three kernels;
+host time only: calls run in bursts with an untimed synchronisation in between), and two parts are timed alone:
+the bound launch (frost.kernels.launch.Launch) and the checked public entry (CompiledBackward.__call__).
 
     python benchmarks/bench_host_overhead.py [--device cpu|cuda] [--calls 20000] [--real]
 """

@@ -1,4 +1,4 @@
-"""Compile key -> compiled kernels (preprocess, main, dq convert) for one target arch.
+"""Compile key -> the compiled backward (preprocess, main, dq convert behind one host entry) for one target arch.
 
 Only what changes the generated code is in the key: dtype, padded head dim (which fixes the tile config) and
 arch. Batch, heads (and the GQA group), sequence lengths (full and per batch), logical head dims, strides, scale,
@@ -7,9 +7,9 @@ one compiled set serves every shape and feature combination of its key.
 Compiling for an arch other than the device's (or with no GPU) is a cross-compile: the result can be inspected
 (PTX, cubin) and exported but not launched.
 
-Every function is compiled for TVM-FFI (``--enable-tvm-ffi``): its launcher takes pointers as Python ints, scalars as
-Python numbers and the stream as a raw handle, and packs them in C -- well under a microsecond for the main kernel's
-44 arguments, where the plain JitExecutor path spent tens of microseconds per launch in Python."""
+The three kernels are compiled as one function, chain.BackwardChain, for TVM-FFI (``--enable-tvm-ffi``): its
+launcher takes pointers as Python ints, scalars as Python numbers and the stream as a raw handle, packs them in C
+and launches the kernels, so a backward costs one Python -> C call."""
 
 import threading
 from dataclasses import dataclass, field
@@ -32,23 +32,21 @@ class KernelKey:
 
     def as_str(self) -> str:
         t = self.tile
-        return (f"frost.bwd.v2:{self.arch}:{self.dtype}:d{self.head_dim_pad}:n{t.n_block}m{t.m_block}"
+        return (f"frost.bwd.v3:{self.arch}:{self.dtype}:d{self.head_dim_pad}:n{t.n_block}m{t.m_block}"
                 f":s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}"
                 f":r{t.rows_per_warp}:g{int(t.warp_grid)}")
 
 
-FUNCS = ("preprocess", "main", "dq_convert")
+FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)
 
 
 @dataclass
 class CompiledKernels:
     key: KernelKey
-    preprocess: object        # launchers: raw tvm_ffi.Functions (see launcher())
-    main: object
-    dq_convert: object
+    backward: object          # launcher: a raw tvm_ffi.Function (see launcher()) of chain.BackwardChain
     main_smem_bytes: int
-    cubins: dict = field(default_factory=dict)     # kernel name -> cubin bytes (when kept)
-    compiled: dict = field(default_factory=dict)   # kernel name -> cute.compile result (for export; not when loaded)
+    cubins: dict = field(default_factory=dict)     # function name -> cubin bytes (when kept; all three kernels)
+    compiled: dict = field(default_factory=dict)   # function name -> cute.compile result (for export; not when loaded)
 
 
 def launcher(compiled):
@@ -72,6 +70,7 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
 
     from frost.kernels.bwd_main import BwdMainKernel
     from frost.kernels.bwd_main_grid import BwdMainGridKernel
+    from frost.kernels.chain import BackwardChain
     from frost.kernels.dq_convert import DqConvertKernel
     from frost.kernels.preprocess import PreprocessKernel
 
@@ -87,21 +86,19 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     def ptr(t, align=16):
         return make_ptr(t, align, cute.AddressSpace.gmem, assumed_align=align)
 
-    i32, i64, stream = Int32(1), Int64(8), make_fake_stream()
-    pre_k = PreprocessKernel(dt, key.head_dim_pad)
-    pre = cute.compile(pre_k, ptr(dt), ptr(dt), ptr(Float32, 4), ptr(Float32), ptr(Float32), ptr(Float32),
-                       ptr(Int32, 4), ptr(Float32, 4), ptr(Float32, 4), ptr(Int32, 4),
-                       *[i32] * 6, *[i64] * 9, stream, options=opts)
     tile = tile or key.tile
     main_k = (BwdMainGridKernel if tile.warp_grid else BwdMainKernel)(dt, tile, arch_config(key.arch))
-    main = cute.compile(main_k, *[ptr(dt)] * 4, *[ptr(Float32)] * 3, *[ptr(dt)] * 2, *[ptr(Int32, 4)] * 3,
-                        *[i32] * 8, *[i64] * 18, Float32(1.0), Float32(1.0), *[i32] * 3, stream, options=opts)
-    cvt_k = DqConvertKernel(dt, key.head_dim_pad)
-    cvt = cute.compile(cvt_k, ptr(Float32), ptr(dt), ptr(Float32, 4), ptr(Float32, 4), *[i32] * 6, *[i64] * 3,
-                       Float32(1.0), stream, options=opts)
-    compiled = dict(zip(FUNCS, (pre, main, cvt)))
-    cubins = {name: fn.__cubin__ for name, fn in compiled.items()} if keep_cubin else {}
-    return CompiledKernels(key, *(launcher(fn) for fn in compiled.values()), main_k.smem_bytes, cubins, compiled)
+    chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad), main_k, DqConvertKernel(dt, key.head_dim_pad))
+    i32, i64, f32 = Int32(1), Int64(8), Float32(1.0)
+    # the pointers in BackwardChain's order: q k v o do (io), lse, dq dk dv (io), dq_accum lse2 delta (fp32),
+    # dq_sem, dsink_part, seq_len_q, seq_len_kv, sink, dsink
+    ptrs = ([ptr(dt)] * 5 + [ptr(Float32, 4)] + [ptr(dt)] * 3 + [ptr(Float32)] * 3
+            + [ptr(Int32, 4), ptr(Float32, 4), ptr(Int32, 4), ptr(Int32, 4), ptr(Float32, 4), ptr(Float32, 4)])
+    backward = cute.compile(chain, *ptrs, *[i32] * 8, *[i64] * 27, f32, f32, *[i32] * 3, make_fake_stream(),
+                            options=opts)
+    compiled = {"backward": backward}
+    cubins = {"backward": backward.__cubin__} if keep_cubin else {}
+    return CompiledKernels(key, launcher(backward), main_k.smem_bytes, cubins, compiled)
 
 
 _CACHE: dict = {}

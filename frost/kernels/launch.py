@@ -1,6 +1,7 @@
-"""The backward's hot path. Everything that depends only on the problem (sizes, scale, mask bounds, feature flags,
-which of the three kernels run) is packed once into a Launch; a call then only reads pointers and strides off the
-tensors and calls the TVM-FFI launchers (pointers as ints, the stream as a raw handle: see compile.py).
+"""The backward's hot path. Everything that depends only on the problem (sizes, scale, mask bounds, feature flags)
+is packed once into a Launch; a call then only reads pointers and strides off the tensors and calls the compiled
+backward once (chain.BackwardChain through TVM-FFI: pointers as ints, the stream as a raw handle; see compile.py),
+which launches the three kernels.
 
 A Launch checks nothing: its caller has checked the tensors (CompiledBackward.__call__ does; the engine relies on
 the lowering's executor, which checks every tensor against the plan before it runs the engine)."""
@@ -51,44 +52,34 @@ class Launch:
     def __init__(self, kernels, cfg, p: Problem):
         mask = MaskSpec(cfg.causal, cfg.alignment, p.band_left, p.band_right)
         left, right = mask.bounds()
-        flags, sq_pad, scale = _flags(mask, p), seq_pad(p.seq_q), float(p.scale)
+        flags, scale = _flags(mask, p), float(p.scale)
         self.empty = p.batch == 0 or p.heads == 0
-        self.preprocess = kernels.preprocess if sq_pad else None
-        self.main = kernels.main if p.seq_kv else None
-        self.dq_convert = kernels.dq_convert if p.seq_q else None
-        self.pre_args = (p.batch, p.heads, p.seq_q, sq_pad, cfg.head_dim_v, flags)
-        self.main_args = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, sq_pad, cfg.head_dim_qk, cfg.head_dim_v)
-        self.main_tail = (scale, scale * LOG2_E, left, right, flags)
-        self.cvt_args = (p.batch, p.heads, p.seq_q, sq_pad, cfg.head_dim_qk, flags)
-        self.scale = scale
+        self.zero_dsink = p.seq_q == 0   # no query rows: the chain runs no preprocess or convert to write dsink
+        self.backward = kernels.backward
+        self.sizes = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, seq_pad(p.seq_q), cfg.head_dim_qk,
+                      cfg.head_dim_v)
+        self.tail = (scale, scale * LOG2_E, left, right, flags)
         self.current_stream = _current_stream_getter()
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
                  sink=None, dsink=None) -> None:
-        if self.empty:
+        if self.empty or self.zero_dsink:
             if dsink is not None:
                 dsink.zero_()
-            return
+            if self.empty:
+                return
         s = self.current_stream(q.get_device()) if stream is None else _raw_stream(stream)
-        acc, sem = workspace["dq_accum"].data_ptr(), workspace["dq_sem"].data_ptr()
-        lse2, delta, part = (workspace["lse_log2"].data_ptr(), workspace["delta"].data_ptr(),
-                             workspace["dsink_part"].data_ptr())
+        delta = workspace["delta"].data_ptr()
         # absent optional inputs get a stand-in address (never dereferenced: their flag is off)
         sq = delta if seq_len_q is None else seq_len_q.data_ptr()
         skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
         sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
-        do_p, do_s = do.data_ptr(), do.stride()[:3]
-        if self.preprocess is not None:
-            self.preprocess(o.data_ptr(), do_p, lse.data_ptr(), lse2, delta, acc, sq, sink_p, part, sem,
-                            *self.pre_args, *o.stride()[:3], *do_s, *lse.stride(), s)
-        elif dsink is not None:
-            dsink.zero_()
-        if self.main is not None:
-            self.main(q.data_ptr(), k.data_ptr(), v.data_ptr(), do_p, lse2, delta, acc, dk.data_ptr(), dv.data_ptr(),
-                      sq, skv, sem, *self.main_args, *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *do_s,
-                      *dk.stride()[:3], *dv.stride()[:3], *self.main_tail, s)
-        if self.dq_convert is not None:
-            self.dq_convert(acc, dq.data_ptr(), part, dsink_p, *self.cvt_args, *dq.stride()[:3], self.scale, s)
+        self.backward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
+                      dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
+                      workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
+                      workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, *self.sizes,
+                      *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
+                      *lse.stride(), *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3], *self.tail, s)
 
 
 def _raw_stream(stream) -> int:

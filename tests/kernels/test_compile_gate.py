@@ -1,6 +1,7 @@
 """Compile gate (CPU, no GPU): builds every kernel set the cute_sm120 engine serves, for sm_120a and sm_90a, and
-checks the machine code: the main kernel's SASS has HMMA (mma.sync) and LDSM (ldmatrix); no kernel uses local
-memory (no spills, no stack frame); the main kernel's shared memory fits the SM120 limit (99 KB).
+checks the machine code (one cubin per set: the preprocess, main and dQ-convert kernels behind one host entry):
+the SASS has HMMA (mma.sync) and LDSM (ldmatrix); no kernel uses local memory (no spills, no stack frame); the
+main kernel's shared memory fits the SM120 limit (99 KB).
 
 The served set is small by design: the compiled code depends only on (dtype, padded head dim, arch) -- logical
 head dims, sequence lengths (full and per batch), strides, the mask (band bounds, alignment), the GQA group, the
@@ -53,24 +54,40 @@ def _builds():
 
 
 def _build(item, outdir):
-    """Child process: compile one kernel set, write its cubins; return (key, label, smem bytes, cubin paths)."""
+    """Child process: compile one kernel set, write its cubin; return (key, label, main smem bytes, cubin path)."""
     from frost.kernels.compile import compile_kernels
 
     key, tile, label = item
     ks = compile_kernels(key, keep_cubin=True, tile=tile)
-    paths = {}
-    for name, blob in ks.cubins.items():
-        paths[name] = os.path.join(outdir, f"{key.arch}_{key.dtype}_d{key.head_dim_pad}{label}_{name}.cubin")
-        with open(paths[name], "wb") as f:
-            f.write(blob)
-    return key, label, ks.main_smem_bytes, paths
+    path = os.path.join(outdir, f"{key.arch}_{key.dtype}_d{key.head_dim_pad}{label}.cubin")
+    with open(path, "wb") as f:
+        f.write(ks.cubins["backward"])
+    return key, label, ks.main_smem_bytes, path
+
+
+KERNEL_NAMES = {"PreprocessKernel": "preprocess", "BwdMainKernel": "main", "BwdMainGridKernel": "main",
+                "DqConvertKernel": "dq_convert"}
+
+
+def _kernel_name(function: str) -> str:
+    """The kernel a cubin function belongs to: its mangled name holds the kernel class."""
+    hits = [name for cls, name in KERNEL_NAMES.items() if cls in function]
+    assert len(hits) == 1, f"unknown kernel function {function[:120]}"
+    return hits[0]
 
 
 def _resources(cuobjdump: str, cubin: str) -> dict:
+    """kernel name -> resource usage, for every function of the one cubin the backward compiles to."""
     out = subprocess.run([cuobjdump, "--dump-resource-usage", cubin], capture_output=True, text=True,
                          check=True).stdout
-    line = next(ln for ln in out.splitlines() if "REG:" in ln)
-    return {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
+    found, function = {}, None
+    for line in out.splitlines():
+        head = re.match(r"\s*Function (\S+):", line)
+        if head:
+            function = head.group(1)
+        elif "REG:" in line and function:
+            found[_kernel_name(function)] = {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
+    return found
 
 
 def test_compile_gate():
@@ -80,17 +97,20 @@ def test_compile_gate():
     with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         built = list(pool.map(_build, items, [tmp] * len(items)))
         problems = []
-        for key, label, smem, paths in built:
+        for key, label, smem, cubin in built:
             tag = f"{key.arch}/{key.dtype}/d{key.head_dim_pad}{label}"
-            for name, cubin in paths.items():
-                res = _resources(cuobjdump, cubin)
-                sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True, check=True).stdout
-                if res["STACK"] or res["LOCAL"] or re.search(r"\b(STL|LDL)\b", sass):
+            resources = _resources(cuobjdump, cubin)
+            if set(resources) != {"preprocess", "main", "dq_convert"}:
+                problems.append(f"{tag}: kernels {sorted(resources)} in the cubin, expected the three")
+            for name, res in resources.items():
+                if res["STACK"] or res["LOCAL"]:
                     problems.append(f"{tag} {name}: local memory (spill/stack) {res}")
-                if name == "main":
-                    if "HMMA.16816.F32" not in sass or "LDSM.16" not in sass:
-                        problems.append(f"{tag} main: no HMMA.16816.F32 / LDSM in SASS")
-                    if smem + res["SHARED"] > SMEM_LIMIT:
-                        problems.append(f"{tag} main: shared memory {smem} + {res['SHARED']} > {SMEM_LIMIT}")
+            sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True, check=True).stdout
+            if re.search(r"\b(STL|LDL)\b", sass):
+                problems.append(f"{tag}: local-memory instructions (STL/LDL) in the SASS")
+            if "HMMA.16816.F32" not in sass or "LDSM.16" not in sass:
+                problems.append(f"{tag} main: no HMMA.16816.F32 / LDSM in SASS")
+            if "main" in resources and smem + resources["main"]["SHARED"] > SMEM_LIMIT:
+                problems.append(f"{tag} main: shared memory {smem} + {resources['main']['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)
     assert len(served) == 2 * 2 * 8 and len(built) == len(items)

@@ -44,6 +44,9 @@ EDGES = {
     "br_skv_lt_sq": [Case(b=2, sq=300, skv=120, causal=True, alignment=BR, seq_len_q=[300, 200],
                           seq_len_kv=[120, 50], hq=6, hkv=2),
                      Case(sq=257, skv=64, band_left=16, band_right=8, alignment=BR, sink=1.5)],
+    # whole extents empty: the compiled chain skips the kernels with nothing to do (dsink still written)
+    "empty_extents": [Case(sq=0, skv=77, hq=4, hkv=2, sink=1.0), Case(sq=77, skv=0, sink=-1.0, causal=True),
+                      Case(b=0, sq=30, skv=20, sink=0.5), Case(sq=0, skv=0, sink=2.0, deterministic=True)],
     "right_band_widening": [Case(sq=200, skv=200, causal=True, band_right=37),
                             Case(sq=150, skv=230, causal=True, band_right=70, alignment=BR, hq=4, hkv=1)],
 }

@@ -1,5 +1,6 @@
-"""The fast launch path on CPU (no GPU, nothing compiled): a Launch passes every kernel the values its jit host
-entry declares, in order -- pointers as ints, strides, sizes, flags, the stream handle last."""
+"""The fast launch path on CPU (no GPU, nothing compiled): a Launch passes the compiled backward (chain.BackwardChain)
+the values its jit host entry declares, in order -- pointers as ints, strides, sizes, flags, the stream handle
+last -- and the chain hands each kernel's host entry the values it declares."""
 
 import inspect
 from types import SimpleNamespace
@@ -9,24 +10,28 @@ import torch
 
 from frost.kernels.api import choose_config, workspace_regions
 from frost.kernels.bwd_main import BwdMainKernel
+from frost.kernels.chain import BackwardChain
 from frost.kernels.dq_convert import DqConvertKernel
 from frost.kernels.launch import LOG2_E, Launch, Problem
 from frost.kernels.mask import FLAG_BOTTOM_RIGHT, FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND
 from frost.kernels.preprocess import PreprocessKernel
 
-SIGNATURES = {"preprocess": PreprocessKernel, "main": BwdMainKernel, "dq_convert": DqConvertKernel}
+KERNELS = {"preprocess": PreprocessKernel, "main": BwdMainKernel, "dq_convert": DqConvertKernel}
+
+
+def _params(cls) -> list[str]:
+    return list(inspect.signature(cls.__call__).parameters)[1:]   # drop self
+
+
+def _recorder(name: str, calls: dict, params: list[str]):
+    def launch(*args):
+        assert len(args) == len(params), (name, len(args), len(params))
+        calls[name] = dict(zip(params, args))
+    return launch
 
 
 def _recording_kernels(calls: dict):
-    def recorder(name):
-        params = list(inspect.signature(SIGNATURES[name].__call__).parameters)[1:]   # drop self
-
-        def launch(*args):
-            assert len(args) == len(params), (name, len(args), len(params))
-            calls[name] = dict(zip(params, args))
-        return launch
-
-    return SimpleNamespace(**{name: recorder(name) for name in SIGNATURES})
+    return SimpleNamespace(backward=_recorder("backward", calls, _params(BackwardChain)))
 
 
 def _bshd(b, h, s, d, dtype=torch.bfloat16):
@@ -42,7 +47,7 @@ def _problem_tensors(b=2, hq=4, hkv=2, sq=100, skv=140, d=64):
     return cfg, (q, k, v, o, do, lse, dq, dk, dv), ws
 
 
-def test_launch_passes_each_kernel_its_declared_arguments():
+def test_launch_passes_the_chain_its_declared_arguments():
     calls = {}
     cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
     seq_kv, sink, dsink = torch.tensor([140, 77], dtype=torch.int32), torch.zeros(4), torch.zeros(4)
@@ -50,37 +55,54 @@ def test_launch_passes_each_kernel_its_declared_arguments():
                                                              deterministic=True, seq_len_kv=True, sink=True))
     launch(q, k, v, o, do, lse, dq, dk, dv, ws, 7, seq_len_kv=seq_kv, sink=sink, dsink=dsink)
     flags = FLAG_BOTTOM_RIGHT | FLAG_DETERMINISTIC | FLAG_SEQ_KV | FLAG_SINK
-    pre, main, cvt = calls["preprocess"], calls["main"], calls["dq_convert"]
-    assert (pre["pO"], pre["pdO"], pre["pLSE"], pre["pSink"]) == (o.data_ptr(), do.data_ptr(), lse.data_ptr(),
-                                                                   sink.data_ptr())
-    assert (pre["seqlen_q"], pre["seqlen_q_pad"], pre["flags"], pre["stream"]) == (100, 128, flags, 7)
-    assert (pre["o_sb"], pre["o_sh"], pre["o_ss"]) == o.stride()[:3] and pre["lse_ss"] == 1
-    assert (main["pK"], main["pdV"], main["pSeqKV"], main["pSem"]) == (k.data_ptr(), dv.data_ptr(),
-                                                                       seq_kv.data_ptr(), ws["dq_sem"].data_ptr())
-    assert (main["heads"], main["heads_kv"], main["seqlen_kv"], main["head_dim"]) == (4, 2, 140, 64)
-    assert (main["k_sb"], main["k_sh"], main["k_ss"]) == k.stride()[:3]
-    assert main["scale"] == 0.125 and main["scale_log2"] == pytest.approx(0.125 * LOG2_E)
-    assert (main["band_left"], main["band_right"], main["flags"], main["stream"]) == (40, 0, flags, 7)
-    assert (cvt["pdQ"], cvt["pDsink"], cvt["dq_ss"], cvt["scale"]) == (dq.data_ptr(), dsink.data_ptr(),
-                                                                       dq.stride(2), 0.125)
+    a = calls["backward"]
+    assert (a["pO"], a["pdO"], a["pLSE"], a["pSink"]) == (o.data_ptr(), do.data_ptr(), lse.data_ptr(), sink.data_ptr())
+    assert (a["pK"], a["pdV"], a["pSeqKV"], a["pSem"]) == (k.data_ptr(), dv.data_ptr(), seq_kv.data_ptr(),
+                                                          ws["dq_sem"].data_ptr())
+    assert (a["pdQ"], a["pDsink"], a["pdQacc"]) == (dq.data_ptr(), dsink.data_ptr(), ws["dq_accum"].data_ptr())
+    assert (a["seqlen_q"], a["seqlen_q_pad"], a["flags"], a["stream"]) == (100, 128, flags, 7)
+    assert (a["heads"], a["heads_kv"], a["seqlen_kv"], a["head_dim"]) == (4, 2, 140, 64)
+    assert (a["o_sb"], a["o_sh"], a["o_ss"]) == o.stride()[:3] and a["lse_ss"] == 1
+    assert (a["k_sb"], a["k_sh"], a["k_ss"]) == k.stride()[:3] and a["dq_ss"] == dq.stride(2)
+    assert a["scale"] == 0.125 and a["scale_log2"] == pytest.approx(0.125 * LOG2_E)
+    assert (a["band_left"], a["band_right"]) == (40, 0)
+
+
+def test_the_chain_hands_each_kernel_its_declared_arguments():
+    """BackwardChain's host entry, run in Python with recording kernels: each kernel gets, by name, the chain's
+    value of every parameter it declares (the chain names them alike), and a kernel is skipped when its extent is
+    empty (no query rows: no preprocess or convert; no keys: no main kernel)."""
+    chain_params = _params(BackwardChain)
+    values = {name: f"<{name}>" for name in chain_params}
+    for seq_q, seq_kv, ran in ((100, 140, set(KERNELS)), (0, 140, {"main"}), (100, 0, {"preprocess", "dq_convert"})):
+        calls = {}
+        chain = BackwardChain(*(_recorder(n, calls, _params(cls)) for n, cls in KERNELS.items()))
+        args = values | {"seqlen_q": seq_q, "seqlen_kv": seq_kv}
+        BackwardChain.__call__.__wrapped__(chain, *(args[n] for n in chain_params))
+        assert set(calls) == ran
+        for name, got in calls.items():
+            assert got == {p: args[p] for p in _params(KERNELS[name])}, name
 
 
 def test_absent_inputs_get_a_stand_in_and_no_flag():
     calls = {}
     cfg, tensors, ws = _problem_tensors()
     Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125))(*tensors, ws, 3)
-    main = calls["main"]
-    assert main["pSeqQ"] == main["pSeqKV"] == ws["delta"].data_ptr()
-    assert main["flags"] == FLAG_BOTTOM_RIGHT and main["band_left"] == NO_BOUND
+    a = calls["backward"]
+    assert a["pSeqQ"] == a["pSeqKV"] == a["pSink"] == a["pDsink"] == ws["delta"].data_ptr()
+    assert a["flags"] == FLAG_BOTTOM_RIGHT and a["band_left"] == NO_BOUND
 
 
-def test_empty_problems_launch_nothing_but_zero_dsink():
-    calls = {}
+def test_empty_problems_zero_dsink():
+    """No query rows: the chain writes no dsink, so the Launch zeroes it (and still launches: dK/dV are zeros to
+    write); no batch or heads: nothing launches."""
     cfg, tensors, ws = _problem_tensors(sq=0)
-    dsink = torch.full((4,), float("nan"))
-    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 0, 140, 0.125, sink=True))(
-        *tensors, ws, 3, sink=torch.zeros(4), dsink=dsink)
-    assert set(calls) == {"main"} and bool((dsink == 0).all())
+    for batch, launched in ((2, True), (0, False)):
+        calls = {}
+        dsink = torch.full((4,), float("nan"))
+        Launch(_recording_kernels(calls), cfg, Problem(batch, 4, 2, 0, 140, 0.125, sink=True))(
+            *tensors, ws, 3, sink=torch.zeros(4), dsink=dsink)
+        assert bool(calls) == launched and bool((dsink == 0).all())
 
 
 def test_with_config_shares_kernels_only_within_a_compile_key():

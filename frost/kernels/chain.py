@@ -1,0 +1,44 @@
+"""One host entry for the whole backward: the preprocess, main and dQ-convert kernels launched from one compiled
+host function, so that a call crosses from Python into C once (one TVM-FFI call packs the arguments of all three
+launches) instead of three times. A kernel whose extent is empty is skipped at run time: no query rows means no
+preprocess and no conversion, no keys means no main kernel (which would have nothing to walk).
+
+Arguments: the io tensors (pointer + three strides each; LSE's strides too), the workspace regions, the optional
+per-batch lengths and sink pointers (stand-ins when absent: their flag is off), the sizes, the scale, the band and
+the flags, then the stream."""
+
+import cuda.bindings.driver as cuda
+import cutlass.cute as cute
+from cutlass import Float32, Int32, Int64
+
+
+class BackwardChain:
+    def __init__(self, preprocess, main, dq_convert):
+        self.preprocess, self.main, self.dq_convert = preprocess, main, dq_convert
+
+    @cute.jit
+    def __call__(self, pQ: cute.Pointer, pK: cute.Pointer, pV: cute.Pointer, pO: cute.Pointer, pdO: cute.Pointer,
+                 pLSE: cute.Pointer, pdQ: cute.Pointer, pdK: cute.Pointer, pdV: cute.Pointer, pdQacc: cute.Pointer,
+                 pLSE2: cute.Pointer, pDelta: cute.Pointer, pSem: cute.Pointer, pDsinkPart: cute.Pointer,
+                 pSeqQ: cute.Pointer, pSeqKV: cute.Pointer, pSink: cute.Pointer, pDsink: cute.Pointer,
+                 batch: Int32, heads: Int32, heads_kv: Int32, seqlen_q: Int32, seqlen_kv: Int32,
+                 seqlen_q_pad: Int32, head_dim: Int32, head_dim_v: Int32,
+                 q_sb: Int64, q_sh: Int64, q_ss: Int64, k_sb: Int64, k_sh: Int64, k_ss: Int64,
+                 v_sb: Int64, v_sh: Int64, v_ss: Int64, o_sb: Int64, o_sh: Int64, o_ss: Int64,
+                 do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
+                 dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, dk_sb: Int64, dk_sh: Int64, dk_ss: Int64,
+                 dv_sb: Int64, dv_sh: Int64, dv_ss: Int64,
+                 scale: Float32, scale_log2: Float32, band_left: Int32, band_right: Int32, flags: Int32,
+                 stream: cuda.CUstream):
+        if seqlen_q > 0:
+            self.preprocess(pO, pdO, pLSE, pLSE2, pDelta, pdQacc, pSeqQ, pSink, pDsinkPart, pSem, batch, heads,
+                            seqlen_q, seqlen_q_pad, head_dim_v, flags, o_sb, o_sh, o_ss, do_sb, do_sh, do_ss,
+                            lse_sb, lse_sh, lse_ss, stream)
+        if seqlen_kv > 0:
+            self.main(pQ, pK, pV, pdO, pLSE2, pDelta, pdQacc, pdK, pdV, pSeqQ, pSeqKV, pSem, batch, heads, heads_kv,
+                      seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss,
+                      v_sb, v_sh, v_ss, do_sb, do_sh, do_ss, dk_sb, dk_sh, dk_ss, dv_sb, dv_sh, dv_ss, scale,
+                      scale_log2, band_left, band_right, flags, stream)
+        if seqlen_q > 0:
+            self.dq_convert(pdQacc, pdQ, pDsinkPart, pDsink, batch, heads, seqlen_q, seqlen_q_pad, head_dim, flags,
+                            dq_sb, dq_sh, dq_ss, scale, stream)
