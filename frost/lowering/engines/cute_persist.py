@@ -1,7 +1,8 @@
-"""Persisting a compiled CuTe kernel set across processes: each of its TVM-FFI cute.compile results (preprocess,
-main, dq convert) is exported as a relocatable object holding the host launcher and the cubin (`export_to_c`, which
-names the launcher `__tvm_ffi_<prefix>`), and loaded back with `cutlass.cute.runtime.load_module(...,
-enable_tvm_ffi=True)` as a raw tvm_ffi.Function, so a new process skips compilation."""
+"""Persisting a compiled CuTe kernel set across processes: each of its TVM-FFI cute.compile results (compile.FUNCS:
+the one host entry that launches preprocess, main and dq convert) is exported as a relocatable object holding the
+host launcher and the cubin (`export_to_c`, which names the launcher `__tvm_ffi_<prefix>`), and loaded back with
+`cutlass.cute.runtime.load_module(..., enable_tvm_ffi=True)` as a raw tvm_ffi.Function, so a new process skips
+compilation."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _export(compiled_fn, name: str) -> bytes:
 
 
 def export_set(compiled) -> bytes:
-    """Bytes of a CompiledBackward's kernel set: a JSON header (sizes, main smem) then the three objects."""
+    """Bytes of a CompiledBackward's kernel set: a JSON header (sizes, main smem) then the exported objects."""
     kernels = compiled.kernels
     if set(kernels.compiled) != set(FUNCS):
         raise ValueError("only a freshly compiled kernel set can be exported (this one was loaded)")
