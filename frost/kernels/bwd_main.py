@@ -535,9 +535,10 @@ def kv_tile_of_block(flags: Int32):
 # has passed since, and its fence is cumulative (PTX memory model: the barrier orders the other warps' adds before
 # it), so one fence and one relaxed increment per CTA step cover them, and with a step's time to land and no fresh
 # loads outstanding the fence rarely waits. Measured on gpt-oss causal (H200): one release per warp cost 18 %
-# over the default mode, its fence alone 8 %; this layout 9 %, of which the waits ~5 %. (An acquire load issued
-# early to hide the wait's latency was slower: its L1 invalidate stalls.) The release comes before the step's own
-# wait, so no release waits on anything.
+# over the default mode, its fence alone 8 %; this layout 8-9 %, of which the waits ~5 % (~4 % the acquire load's
+# latency, ~1.5 % real waiting). An acquire load issued early to hide that latency was slower (its L1 invalidate
+# stalls the warp where it is issued). The release comes before the step's own wait, so no release waits on
+# anything.
 # No deadlock: a CTA only waits on lower KV tiles of its own (batch, kv head), and block_order deals those out
 # before it, so they are running or done. Short waits: every KV tile walks from the last query tile downwards, a
 # tile at a time with all heads of the group inner, so the visitors of a query tile reach it in lockstep (a KV
