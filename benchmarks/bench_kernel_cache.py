@@ -62,8 +62,8 @@ def main() -> None:
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             print(f"{label}: frost.compile {r['compile_s']:.2f} s (before it, each timed alone: import torch + "
                   f"cutlass {r['import_cutlass_s']:.2f} s, CUDA context {r['cuda_init_s']:.2f} s, import frost "
-                  f"{r['import_frost_s']:.2f} s), first execute {r['first_execute_s']:.2f} s; engine {r['engine']}, compiles "
-                  f"{r['compiles']}, disk hits {r['disk_hits']}")
+                  f"{r['import_frost_s']:.2f} s), first execute {r['first_execute_s']:.2f} s; engine {r['engine']}, "
+                  f"compiles {r['compiles']}, disk hits {r['disk_hits']}")
             print("\n".join(line for line in proc.stderr.splitlines() if "child:" in line))
 
 

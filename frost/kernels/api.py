@@ -22,9 +22,10 @@ in registers -- no partials). Optional runtime features (none changes the compil
   dsink are deterministic in every mode).
 
 A call allocates nothing and never synchronizes (one call into the compiled host entry enqueues the three kernels
-on the stream, plus a dsink zero-fill when Sq = 0), so it can be captured in a CUDA graph. A call checks its tensors, then runs a launch.Launch;
-callers that check the tensors themselves (the engine, whose executor checks them against the plan) bind a Launch
-once with ``bwd.bind(...)`` and call it directly, which costs a few microseconds of host time."""
+on the stream, plus a dsink zero-fill when Sq = 0), so it can be captured in a CUDA graph. A call checks its
+tensors, then runs a launch.Launch; callers that check the tensors themselves (the engine, whose executor checks
+them against the plan) bind a Launch once with ``bwd.bind(...)`` and call it directly, which costs a few
+microseconds of host time."""
 
 from __future__ import annotations
 

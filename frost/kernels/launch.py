@@ -15,7 +15,6 @@ from frost.kernels.mask import FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG
 from frost.kernels.preprocess import LOG2_E
 
 
-
 @dataclass(frozen=True)
 class Problem:
     """The per-plan values of a backward: sizes, scale, band, and which optional inputs a call passes."""
@@ -54,7 +53,8 @@ class Launch:
         left, right = mask.bounds()
         flags, scale = _flags(mask, p), float(p.scale)
         self.empty = p.batch == 0 or p.heads == 0
-        self.zero_dsink = p.seq_q == 0   # no query rows: the chain runs no preprocess or convert to write dsink
+        # the chain writes dsink in its preprocess and convert, which run only when there are query rows
+        self.zero_dsink = self.empty or p.seq_q == 0
         self.backward = kernels.backward
         self.sizes = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, seq_pad(p.seq_q), cfg.head_dim_qk,
                       cfg.head_dim_v)
@@ -63,11 +63,10 @@ class Launch:
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
                  sink=None, dsink=None) -> None:
-        if self.empty or self.zero_dsink:
-            if dsink is not None:
-                dsink.zero_()
-            if self.empty:
-                return
+        if self.zero_dsink and dsink is not None:
+            dsink.zero_()
+        if self.empty:
+            return
         s = self.current_stream(q.get_device()) if stream is None else _raw_stream(stream)
         delta = workspace["delta"].data_ptr()
         # absent optional inputs get a stand-in address (never dereferenced: their flag is off)

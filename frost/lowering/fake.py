@@ -1,6 +1,6 @@
-"""A fake compiler for machines without a GPU: its kernels bind and record launches and touch nothing, so tests can drive
-the cute_sm120 engine's whole host path (probe, lowering, caches, executor) on CPU tensors, and the host-overhead
-benchmark can time execute with the kernels excluded."""
+"""A fake compiler for machines without a GPU: its kernels bind and record launches and touch nothing, so tests can
+drive the cute_sm120 engine's whole host path (probe, lowering, caches, executor) on CPU tensors, and the
+host-overhead benchmark can time execute with the kernels excluded."""
 
 from __future__ import annotations
 
