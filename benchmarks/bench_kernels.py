@@ -52,26 +52,7 @@ class Case:
         return _time(self.torch_grads, iters)
 
     def frost_fn(self, tile=None):
-        from frost.kernels import choose_config, detect_arch, workspace_regions
-        from frost.kernels.api import CompiledBackward
-
-        name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
-        cfg = choose_config(name, self.d, self.d, self.causal, "top_left", detect_arch())
-        if tile is not None:
-            from frost.kernels.compile import compile_kernels
-
-            bwd = CompiledBackward(cfg, compile_kernels(cfg.kernel_key, tile=tile))
-        else:
-            bwd = CompiledBackward(cfg)
-        ws = {n: torch.empty(x, dtype=torch.uint8, device="cuda")
-              for n, x in workspace_regions(cfg, self.b, self.h, self.s, self.s)}
-        grads = tuple(torch.empty_like(t) for t in (self.q, self.k, self.v))
-
-        def run():
-            bwd(self.q, self.k, self.v, self.o, self.do, self.lse, *grads, scale=self.scale, workspace=ws)
-            return grads
-
-        return run
+        return _frost_fn(self, self.h, self.h, self.causal, tile)
 
     def max_diff(self, fn):
         ref = self.torch_grads()
@@ -107,23 +88,30 @@ class GqaCase:
         return lambda: torch.autograd.grad(out, (qg, kg, vg), self.do, retain_graph=True)
 
     def frost_fn(self, **features):
-        from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
-
-        name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[self.dtype]
-        cfg = choose_config(name, self.d, self.d, True, "top_left", detect_arch())
-        bwd = compile_backward(cfg)
-        ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
-              for n, x in workspace_regions(cfg, self.b, self.hq, self.s, self.s, heads_kv=self.hkv)}
-        grads = tuple(torch.empty_like(t) for t in (self.q, self.k, self.v))
         if features.pop("with_sink", False):
             features.update(sink=self.sink, dsink=self.dsink)
+        return _frost_fn(self, self.hq, self.hkv, True, None, **features)
 
-        def run():
-            bwd(self.q, self.k, self.v, self.o, self.do, self.lse, *grads, scale=self.scale, workspace=ws,
-                **features)
-            return grads
 
-        return run
+def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
+    """A closure running frost's backward on ``case``'s tensors (B, S, D and dtype from the case) into fixed grads;
+    ``tile`` swaps in a tuning variant for the table's tile config; ``features`` go to every call."""
+    from frost.kernels import choose_config, detect_arch, workspace_regions
+    from frost.kernels.api import CompiledBackward
+    from frost.kernels.compile import compile_kernels
+
+    name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]
+    cfg = choose_config(name, case.d, case.d, causal, "top_left", detect_arch())
+    bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.kernel_key, tile=tile))
+    ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
+          for n, x in workspace_regions(cfg, case.b, heads, case.s, case.s, heads_kv=heads_kv)}
+    grads = tuple(torch.empty_like(t) for t in (case.q, case.k, case.v))
+
+    def run():
+        bwd(case.q, case.k, case.v, case.o, case.do, case.lse, *grads, scale=case.scale, workspace=ws, **features)
+        return grads
+
+    return run
 
 
 def bench_features(dtype, iters):
