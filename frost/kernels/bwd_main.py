@@ -355,16 +355,16 @@ class BwdMainKernel:
                 self._load_do(ld, head_next, m_next, 1 - do_stage)
         cute.arch.cp_async_commit_group()
 
-        accP = self._probabilities(mm, mask, m_block, walk.n_block, q_stage, scale_log2)
+        accP, accdP = self._score_gemms(mm, q_stage, do_stage, do_dk)
+        self._probabilities(mm, mask, accP, m_block, walk.n_block, q_stage, scale_log2)
         if cutlass.const_expr(do_dv):
             rP = cu.convert(accP, self.dtype)
             cu.gemm_rs(mm.kv, acc.dV, cu.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, do_stage],
                        mm.rdOt, mm.rdOt_v)
         if cutlass.const_expr(do_dk):
-            rdS = self._softmax_grad(mm, accP, q_stage, do_stage)
+            rdS = self._softmax_grad(mm, accP, accdP, q_stage)
             cute.copy(mm.dS_store, mm.dS_store.retile(rdS), mm.sdSt_dst)
-            cu.gemm_rs(mm.kv, acc.dK, cu.acc_as_a_operand(rdS), mm.cBt, mm.sQt[None, None, None, q_stage],
-                       mm.rQt, mm.rQt_v)
+            self._dk_gemm(mm, acc, rdS, q_stage)
 
         if cutlass.const_expr(do_dk or t.q_stages == 1 or t.do_stages == 1):
             cute.arch.sync_threads()  # dS^T complete in smem; every warp is done with this tile's Q and dO
@@ -381,26 +381,38 @@ class BwdMainKernel:
             self._dq_step(mm, ld, mask, walk, it, head, m_block)
 
     @cute.jit
-    def _probabilities(self, mm, mask, m_block, n_block, q_stage, scale_log2):
-        """P^T of this tile in fp32 registers; hidden entries exactly 0."""
-        accS = cute.make_rmem_tensor(mm.thr_kv.partition_shape_C((self.N, self.M)), Float32)
+    def _dk_gemm(self, mm, acc, rdS, q_stage):
+        """dK += dS^T . Q with dS^T from this warp's registers."""
+        cu.gemm_rs(mm.kv, acc.dK, cu.acc_as_a_operand(rdS), mm.cBt, mm.sQt[None, None, None, q_stage], mm.rQt,
+                   mm.rQt_v)
+
+    def _score_gemms(self, mm, q_stage, do_stage, with_dp: cutlass.Constexpr):
+        """S^T = K.Q^T and (when ``with_dp``) dP^T = V.dO^T in fp32 registers, the two GEMMs interleaved: a warp's
+        16-row tiles have only 4 MMA chains each, 8 together hide more ldmatrix latency."""
+        shape = mm.thr_kv.partition_shape_C((self.N, self.M))
+        accS, accdP = cute.make_rmem_tensor(shape, Float32), None
         accS.fill(0.0)
-        cu.gemm_ss(mm.kv, accS, mm.cA, mm.sK, mm.rK, mm.rK_v, mm.cB, mm.sQ[None, None, None, q_stage],
-                   mm.rQ, mm.rQ_v)
+        gemms = ((accS, mm.cA, mm.sK, mm.rK, mm.rK_v, mm.cB, mm.sQ[None, None, None, q_stage], mm.rQ, mm.rQ_v),)
+        if with_dp:
+            accdP = cute.make_rmem_tensor(shape, Float32)
+            accdP.fill(0.0)
+            gemms += ((accdP, mm.cA, mm.sV, mm.rV, mm.rV_v, mm.cB, mm.sdO[None, None, None, do_stage], mm.rdO,
+                       mm.rdO_v),)
+        cu.gemm_ss_interleaved(mm.kv, gemms)
+        return accS, accdP
+
+    @cute.jit
+    def _probabilities(self, mm, mask, accS, m_block, n_block, q_stage, scale_log2):
+        """S^T -> P^T in place in fp32 registers; hidden entries exactly 0."""
         p_mn = cu.acc_mn_view(accS)
         lse2_mn = cu.acc_mn_view(mm.thr_kv.partition_C(mm.sLSE2[None, None, q_stage]))
         scores_to_probs(cu.mn_transpose(p_mn), cu.mn_transpose(lse2_mn), scale_log2)
         if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
             mask.zero_hidden(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N, keys_on_rows=True)
-        return accS
 
     @cute.jit
-    def _softmax_grad(self, mm, accP, q_stage, do_stage):
+    def _softmax_grad(self, mm, accP, accdP, q_stage):
         """dS^T = P^T o (dP^T - delta), returned in the io dtype (MMA accumulator layout)."""
-        accdP = cute.make_rmem_tensor(mm.thr_kv.partition_shape_C((self.N, self.M)), Float32)
-        accdP.fill(0.0)
-        cu.gemm_ss(mm.kv, accdP, mm.cA, mm.sV, mm.rV, mm.rV_v, mm.cB, mm.sdO[None, None, None, do_stage],
-                   mm.rdO, mm.rdO_v)
         delta_mn = cu.acc_mn_view(mm.thr_kv.partition_C(mm.sDelta[None, None, q_stage]))
         softmax_grad(cu.mn_transpose(cu.acc_mn_view(accP)), cu.mn_transpose(cu.acc_mn_view(accdP)),
                      cu.mn_transpose(delta_mn))

@@ -77,14 +77,26 @@ def gemm_ss(tiled_mma: cute.TiledMma, acc: cute.Tensor,
             copy_a: cute.TiledCopy, s_a: cute.Tensor, r_a: cute.Tensor, r_a_view: cute.Tensor,
             copy_b: cute.TiledCopy, s_b: cute.Tensor, r_b: cute.Tensor, r_b_view: cute.Tensor):
     """acc += A.B^T with both operands read from shared memory by ldmatrix, one k-block ahead of the MMA."""
-    num_k = cute.size(s_a, mode=[2])
-    cute.copy(copy_a, s_a[None, None, 0], r_a_view[None, None, 0])
-    cute.copy(copy_b, s_b[None, None, 0], r_b_view[None, None, 0])
-    for k in cutlass.range_constexpr(num_k):
-        if cutlass.const_expr(k + 1 < num_k):
-            cute.copy(copy_a, s_a[None, None, k + 1], r_a_view[None, None, k + 1])
-            cute.copy(copy_b, s_b[None, None, k + 1], r_b_view[None, None, k + 1])
-        cute.gemm(tiled_mma, acc, r_a[None, None, k], r_b[None, None, k], acc)
+    gemm_ss_interleaved(tiled_mma, ((acc, copy_a, s_a, r_a, r_a_view, copy_b, s_b, r_b, r_b_view),))
+
+
+def gemm_ss_interleaved(tiled_mma: cute.TiledMma, gemms: tuple):
+    """Several independent gemm_ss of one tiled MMA and k extent, interleaved k-block by k-block: each warp
+    then has the MMA chains of all of them in flight at once (more independent work between ldmatrix waits
+    when a warp's tile has few accumulator chains). ``gemms``: tuples (acc, copy_a, s_a, r_a, r_a_view,
+    copy_b, s_b, r_b, r_b_view). Plain Python: it runs at trace time inside a kernel."""
+    num_k = cute.size(gemms[0][2], mode=[2])
+    for g in range(len(gemms)):
+        _acc, copy_a, s_a, _r_a, r_a_view, copy_b, s_b, _r_b, r_b_view = gemms[g]
+        cute.copy(copy_a, s_a[None, None, 0], r_a_view[None, None, 0])
+        cute.copy(copy_b, s_b[None, None, 0], r_b_view[None, None, 0])
+    for k in range(num_k):
+        for g in range(len(gemms)):
+            acc, copy_a, s_a, r_a, r_a_view, copy_b, s_b, r_b, r_b_view = gemms[g]
+            if k + 1 < num_k:
+                cute.copy(copy_a, s_a[None, None, k + 1], r_a_view[None, None, k + 1])
+                cute.copy(copy_b, s_b[None, None, k + 1], r_b_view[None, None, k + 1])
+            cute.gemm(tiled_mma, acc, r_a[None, None, k], r_b[None, None, k], acc)
 
 
 @cute.jit
