@@ -21,5 +21,6 @@ VARIANTS = {
     "d64_r32_s21": TileConfig(64, 128, 32, 2, 1, False, 64, rows_per_warp=32),
     "d64_r32_s12": TileConfig(64, 128, 32, 1, 2, False, 64, rows_per_warp=32),
     "d64_r32_s11": TileConfig(64, 128, 32, 1, 1, False, 64, rows_per_warp=32),
+    "d128_q1d2": TileConfig(128, 128, 32, 1, 2, False, 128),
     "d64_grid": TileConfig(64, 64, 64, 2, 2, False, 64, warp_grid=True),
 }

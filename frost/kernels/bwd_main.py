@@ -558,7 +558,8 @@ def kv_tile_of_block(flags: Int32):
 # of causal masks are dealt out first in both modes.
 @cute.jit
 def dq_order_wait(sem_row: cute.Tensor, index: Int32, target: Int32, enabled: cutlass.Boolean):
-    if enabled:
+    """Rank 0 (the lowest visiting KV tile) adds first and never waits: no acquire load for it."""
+    if enabled & (target > 0):
         cu.spin_until_at_least(sem_row.iterator + index, target)
 
 
