@@ -164,7 +164,7 @@ def main():
     print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
     print(f"{'B':>2} {'H':>3} {'S':>5} {'D':>4} {'causal':>6} {'config':>18} | {'FA2 TF/s':>9} {'frost TF/s':>10} | "
           f"{'FA2 ms':>7} {'frost ms':>8} | {'ratio':>6} | max|frost-FA2|")
-    for d in (64, 128):
+    for d in sorted({64, 128} | {t.head_dim_pad for t in variants.values()}):
         for causal in (False, True):
             case = Case(4, 16, 4096, d, causal, dtype)
             t_t = case.time_torch(args.iters)

@@ -156,6 +156,10 @@ class BwdMainKernel:
                 self._load_do(ld, walk.head0, walk.m_first, 0)
             cute.arch.cp_async_commit_group()
             acc = self._make_acc(mm, do_dv, do_dk)
+            if cutlass.const_expr(self.tile.k_in_regs):  # K's A fragments for the whole walk
+                cute.arch.cp_async_wait_group(0)
+                cute.arch.sync_threads()
+                cute.copy(mm.cA, mm.sK, mm.rK_v)
             for m_i in cutlass.range(0, walk.n_m, 1):  # query tiles from the last down, heads inner
                 for h_i in cutlass.range(0, walk.group, 1):
                     self._walk_step(ld, mm, mask, acc, walk, m_i * walk.group + h_i, walk.head0 + h_i,
@@ -392,7 +396,7 @@ class BwdMainKernel:
         shape = mm.thr_kv.partition_shape_C((self.N, self.M))
         accS, accdP = cute.make_rmem_tensor(shape, Float32), None
         accS.fill(0.0)
-        gemms = ((accS, mm.cA, mm.sK, mm.rK, mm.rK_v, mm.cB, mm.sQ[None, None, None, q_stage], mm.rQ, mm.rQ_v),)
+        gemms = ((accS, None if self.tile.k_in_regs else mm.cA, mm.sK, mm.rK, mm.rK_v, mm.cB, mm.sQ[None, None, None, q_stage], mm.rQ, mm.rQ_v),)
         if with_dp:
             accdP = cute.make_rmem_tensor(shape, Float32)
             accdP.fill(0.0)

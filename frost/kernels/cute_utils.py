@@ -84,17 +84,20 @@ def gemm_ss_interleaved(tiled_mma: cute.TiledMma, gemms: tuple):
     """Several independent gemm_ss of one tiled MMA and k extent, interleaved k-block by k-block: each warp
     then has the MMA chains of all of them in flight at once (more independent work between ldmatrix waits
     when a warp's tile has few accumulator chains). ``gemms``: tuples (acc, copy_a, s_a, r_a, r_a_view,
-    copy_b, s_b, r_b, r_b_view). Plain Python: it runs at trace time inside a kernel."""
+    copy_b, s_b, r_b, r_b_view); ``copy_a`` None means A is already in ``r_a`` for every k-block. Plain
+    Python: it runs at trace time inside a kernel."""
     num_k = cute.size(gemms[0][2], mode=[2])
     for g in range(len(gemms)):
         _acc, copy_a, s_a, _r_a, r_a_view, copy_b, s_b, _r_b, r_b_view = gemms[g]
-        cute.copy(copy_a, s_a[None, None, 0], r_a_view[None, None, 0])
+        if copy_a is not None:
+            cute.copy(copy_a, s_a[None, None, 0], r_a_view[None, None, 0])
         cute.copy(copy_b, s_b[None, None, 0], r_b_view[None, None, 0])
     for k in range(num_k):
         for g in range(len(gemms)):
             acc, copy_a, s_a, r_a, r_a_view, copy_b, s_b, r_b, r_b_view = gemms[g]
             if k + 1 < num_k:
-                cute.copy(copy_a, s_a[None, None, k + 1], r_a_view[None, None, k + 1])
+                if copy_a is not None:
+                    cute.copy(copy_a, s_a[None, None, k + 1], r_a_view[None, None, k + 1])
                 cute.copy(copy_b, s_b[None, None, k + 1], r_b_view[None, None, k + 1])
             cute.gemm(tiled_mma, acc, r_a[None, None, k], r_b[None, None, k], acc)
 

@@ -12,7 +12,13 @@ occupancy emulated (arch.launch_smem_bytes), B4 H16 S4096 bf16 vs FA2, non-causa
 double-buffered one fits once: 0.86x/0.99x). At d128 32 rows need the two-pass walk and one 99 KB CTA of 4 warps
 per SM: 0.57x/0.62x, so d128 keeps 16 rows and 8 warps, with a 128-wide dQ chunk (0.75x/0.79x; 64-wide: 0.72x/
 0.76x). Without the emulation the H200 co-resides two 99 KB CTAs and ranks these tiles the other way round.
-``benchmarks/bench_kernels.py --variants`` times the alternatives."""
+``benchmarks/bench_kernels.py --variants`` times the alternatives.
+
+Fifth session (same bench, B4 H16 S4096, vs FA2, non-causal/causal): d32 takes 32 rows too (two 49 KB CTAs per
+SM): 0.86x/0.97x -> 1.25x/1.38x. ``k_in_regs`` keeps each warp's K rows (S^T's A operand) in registers for the
+walk, 8 fewer ldmatrix.x4 per warp and step: d128 +1-2 %, d96 +7 %, d32 +4 %, d192 +4 % (it spills at d64 and
+d256 on sm_120a). d96 moves to n128 m64 single-buffered with a 96-wide dQ chunk: 0.61x/0.73x -> 0.74x/0.87x.
+d160 fits one pass (160 fp32 dK/dV registers, no spill): 0.70x -> 0.88x."""
 
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ class TileConfig:
     min_blocks: int = 1  # CTAs per SM the register file must hold (.minnctapersm: caps registers)
     rows_per_warp: int = 16  # key rows per warp; 32 halves the shared-memory reads of Q/dO per MMA (see top)
     warp_grid: bool = False  # bwd_main_grid: 2-D warp tiles per GEMM, P and dS through smem, V in registers
+    k_in_regs: bool = False  # rows kernel: each warp keeps its K rows (the A operand of S^T) in registers per pass
 
     @property
     def num_warps(self) -> int:
@@ -84,6 +91,7 @@ class TileConfig:
             (sm, sn), (kn, kd) = self.sdp_warps, self.dkv_warps
             assert sm * sn == kn * kd == GRID_WARPS and not self.two_pass
             assert self.n_block % (16 * sn) == 0 and d % (16 * kd) == 0 and self.m_block % 32 == 0
+        assert not (self.k_in_regs and self.warp_grid), "the grid kernel reads K from shared memory"
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (16 * wd) == 0
@@ -94,13 +102,17 @@ class TileConfig:
 
 
 _TABLE = {
-    32: TileConfig(32, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32),
+    32: TileConfig(32, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32,
+                   rows_per_warp=32),
     64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
                    rows_per_warp=32),
-    96: TileConfig(96, n_block=64, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32),
-    128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=128),
-    160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=True, dq_chunk=32),
-    192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64),
+    96: TileConfig(96, n_block=128, m_block=64, q_stages=1, do_stages=1, two_pass=False, dq_chunk=96,
+                   k_in_regs=True),
+    128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=128,
+                    k_in_regs=True),
+    160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
+    192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64,
+                    k_in_regs=True),
     224: TileConfig(224, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=32),
     256: TileConfig(256, n_block=64, m_block=16, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64),
 }
