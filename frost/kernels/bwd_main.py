@@ -13,9 +13,11 @@ the five GEMMs on mma.sync m16n8k16 with ldmatrix operands:
     dK  += dS^T . Q         (A = dS^T from registers, B = Q^T via ldmatrix.trans)
     dQ   = dS . K           (A = dS via shared memory + ldmatrix.trans, B = K^T via ldmatrix.trans)
 
-Each warp owns 16 whole key rows of S^T, so P^T and dS^T never leave registers for dV and dK. dK and dV stay in
-fp32 registers for the whole walk and are written once; dQ is added into an fp32 accumulator with red.global.add.v2
-(rows padded to 128 in the workspace, so the adds need no predicate). Large head dims walk the query tiles twice
+S^T and dP^T are issued together, k-block by k-block (more independent MMA chains per warp); with ``k_in_regs``
+each warp holds its K rows (S^T's A operand) in registers for the whole pass. Each warp owns 16 (or 32) whole key
+rows of S^T, so P^T and dS^T never leave registers for dV and dK. dK and dV stay in fp32 registers for the whole
+walk and are written once; dQ is added into an fp32 accumulator with red.global.add.v2 (rows padded to 128 in the
+workspace, so the adds need no predicate). Large head dims walk the query tiles twice
 (pass 1: dV; pass 2: dK and dQ) so that only one of the two big accumulators is live.
 
 Loads are cp.async (16 B per thread), with Q (+ LSE, delta) and dO double-buffered where shared memory allows;
