@@ -28,11 +28,9 @@ VARIANTS = {
     "d96_n128m64_kreg": TileConfig(96, 128, 64, 1, 1, False, 32, k_in_regs=True),
     "d96_n128m64_c96_kreg": TileConfig(96, 128, 64, 1, 1, False, 96, k_in_regs=True),
     "d32_r32": TileConfig(32, 128, 64, 2, 2, False, 32, rows_per_warp=32),
-    "d32_r32_kreg": TileConfig(32, 128, 64, 2, 2, False, 32, rows_per_warp=32, k_in_regs=True),
     "d32_r32_m32_kreg": TileConfig(32, 128, 32, 2, 2, False, 32, rows_per_warp=32, k_in_regs=True),
     "d160_kreg": TileConfig(160, 64, 32, 2, 2, True, 32, k_in_regs=True),
     "d160_1p": TileConfig(160, 64, 32, 2, 1, False, 32),
     "d192_kreg": TileConfig(192, 64, 32, 2, 1, True, 64, k_in_regs=True),
-    "d256_kreg": TileConfig(256, 64, 16, 2, 1, True, 64, k_in_regs=True),
     "d64_grid": TileConfig(64, 64, 64, 2, 2, False, 64, warp_grid=True),
 }

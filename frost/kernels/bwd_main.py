@@ -158,7 +158,7 @@ class BwdMainKernel:
                 self._load_do(ld, walk.head0, walk.m_first, 0)
             cute.arch.cp_async_commit_group()
             acc = self._make_acc(mm, do_dv, do_dk)
-            if cutlass.const_expr(self.tile.k_in_regs):  # K's A fragments for the whole walk
+            if cutlass.const_expr(self.tile.k_in_regs):  # K's A fragments for the pass (K, first Q/dO landed)
                 cute.arch.cp_async_wait_group(0)
                 cute.arch.sync_threads()
                 cute.copy(mm.cA, mm.sK, mm.rK_v)
@@ -398,7 +398,8 @@ class BwdMainKernel:
         shape = mm.thr_kv.partition_shape_C((self.N, self.M))
         accS, accdP = cute.make_rmem_tensor(shape, Float32), None
         accS.fill(0.0)
-        gemms = ((accS, None if self.tile.k_in_regs else mm.cA, mm.sK, mm.rK, mm.rK_v, mm.cB, mm.sQ[None, None, None, q_stage], mm.rQ, mm.rQ_v),)
+        copy_k = None if self.tile.k_in_regs else mm.cA  # (None: K's fragments were loaded for the pass)
+        gemms = ((accS, copy_k, mm.sK, mm.rK, mm.rK_v, mm.cB, mm.sQ[None, None, None, q_stage], mm.rQ, mm.rQ_v),)
         if with_dp:
             accdP = cute.make_rmem_tensor(shape, Float32)
             accdP.fill(0.0)

@@ -16,9 +16,9 @@ per SM: 0.57x/0.62x, so d128 keeps 16 rows and 8 warps, with a 128-wide dQ chunk
 
 Fifth session (same bench, B4 H16 S4096, vs FA2, non-causal/causal): d32 takes 32 rows too (two 49 KB CTAs per
 SM): 0.86x/0.97x -> 1.25x/1.38x. ``k_in_regs`` keeps each warp's K rows (S^T's A operand) in registers for the
-walk, 8 fewer ldmatrix.x4 per warp and step: d128 +1-2 %, d96 +7 %, d32 +4 %, d192 +4 % (it spills at d64 and
-d256 on sm_120a). d96 moves to n128 m64 single-buffered with a 96-wide dQ chunk: 0.61x/0.73x -> 0.74x/0.87x.
-d160 fits one pass (160 fp32 dK/dV registers, no spill): 0.70x -> 0.88x."""
+walk, 8 fewer ldmatrix.x4 per warp and step: d128 +1-2 %, d96 +7 %, d32 +4 %, d192 +4 % (it spills at d64,
+d224 and d256, and with 32 rows at d32). d96 moves to n128 m64 single-buffered with a 96-wide dQ chunk:
+0.61x/0.73x -> 0.74x/0.87x. d160 fits one pass (160 fp32 dK/dV registers, no spill): 0.70x -> 0.88x."""
 
 from __future__ import annotations
 
