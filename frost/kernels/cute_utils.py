@@ -84,34 +84,33 @@ def gemm_ss_interleaved(tiled_mma: cute.TiledMma, gemms: tuple):
     """Several independent gemm_ss of one tiled MMA and k extent, interleaved k-block by k-block: each warp
     then has the MMA chains of all of them in flight at once (more independent work between ldmatrix waits
     when a warp's tile has few accumulator chains). ``gemms``: tuples (acc, copy_a, s_a, r_a, r_a_view,
-    copy_b, s_b, r_b, r_b_view); ``copy_a`` None means A is already in ``r_a`` for every k-block. Plain
-    Python: it runs at trace time inside a kernel."""
-    num_k = cute.size(gemms[0][2], mode=[2])
-    for g in range(len(gemms)):
-        _acc, copy_a, s_a, _r_a, r_a_view, copy_b, s_b, _r_b, r_b_view = gemms[g]
-        if copy_a is not None:
-            cute.copy(copy_a, s_a[None, None, 0], r_a_view[None, None, 0])
-        cute.copy(copy_b, s_b[None, None, 0], r_b_view[None, None, 0])
+    copy_b, s_b, r_b, r_b_view); ``copy_a`` None means A is already in ``r_a`` for every k-block. Operands are
+    read one k-block ahead of the MMA. Plain Python: it runs at trace time inside a kernel."""
+    num_k = cute.size(gemms[0][6], mode=[2])
+    for g in gemms:
+        _load_k_block(g, 0)
     for k in range(num_k):
-        for g in range(len(gemms)):
-            acc, copy_a, s_a, r_a, r_a_view, copy_b, s_b, r_b, r_b_view = gemms[g]
+        for g in gemms:
             if k + 1 < num_k:
-                if copy_a is not None:
-                    cute.copy(copy_a, s_a[None, None, k + 1], r_a_view[None, None, k + 1])
-                cute.copy(copy_b, s_b[None, None, k + 1], r_b_view[None, None, k + 1])
+                _load_k_block(g, k + 1)
+            acc, _, _, r_a, _, _, _, r_b, _ = g
             cute.gemm(tiled_mma, acc, r_a[None, None, k], r_b[None, None, k], acc)
+
+
+def _load_k_block(gemm: tuple, k: int):
+    """ldmatrix k-block ``k`` of one gemm_ss_interleaved operand tuple into its fragments (A only when it is
+    not preloaded)."""
+    _acc, copy_a, s_a, _r_a, r_a_view, copy_b, s_b, _r_b, r_b_view = gemm
+    if copy_a is not None:
+        cute.copy(copy_a, s_a[None, None, k], r_a_view[None, None, k])
+    cute.copy(copy_b, s_b[None, None, k], r_b_view[None, None, k])
 
 
 @cute.jit
 def gemm_rs(tiled_mma: cute.TiledMma, acc: cute.Tensor, r_a: cute.Tensor,
             copy_b: cute.TiledCopy, s_b: cute.Tensor, r_b: cute.Tensor, r_b_view: cute.Tensor):
     """acc += A.B^T with A already in registers (MMA A layout) and B read from shared memory by ldmatrix."""
-    num_k = cute.size(s_b, mode=[2])
-    cute.copy(copy_b, s_b[None, None, 0], r_b_view[None, None, 0])
-    for k in cutlass.range_constexpr(num_k):
-        if cutlass.const_expr(k + 1 < num_k):
-            cute.copy(copy_b, s_b[None, None, k + 1], r_b_view[None, None, k + 1])
-        cute.gemm(tiled_mma, acc, r_a[None, None, k], r_b[None, None, k], acc)
+    gemm_ss_interleaved(tiled_mma, ((acc, None, None, r_a, None, copy_b, s_b, r_b, r_b_view),))
 
 
 @cute.jit
