@@ -32,5 +32,11 @@ VARIANTS = {
     "d160_kreg": TileConfig(160, 64, 32, 2, 2, True, 32, k_in_regs=True),
     "d160_1p": TileConfig(160, 64, 32, 2, 1, False, 32),
     "d192_kreg": TileConfig(192, 64, 32, 2, 1, True, 64, k_in_regs=True),
+    "d128_n64m16": TileConfig(128, 64, 16, 2, 1, False, 128),
+    "d128_n64m16_kreg": TileConfig(128, 64, 16, 2, 1, False, 128, k_in_regs=True),
+    "d128_n64m16_q1": TileConfig(128, 64, 16, 1, 1, False, 128),
+    "d96_n64m32_kreg": TileConfig(96, 64, 32, 2, 1, False, 96, k_in_regs=True),
+    "d96_n64m32_q1_kreg": TileConfig(96, 64, 32, 1, 1, False, 96, k_in_regs=True),
+    "d192_grid_m32_c64": TileConfig(192, 64, 32, 2, 2, False, 64, warp_grid=True),
     "d64_grid": TileConfig(64, 64, 64, 2, 2, False, 64, warp_grid=True),
 }

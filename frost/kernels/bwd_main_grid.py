@@ -1,20 +1,22 @@
 """The main backward kernel with a 2-D warp grid per GEMM: P and dS go through shared memory, V lives in registers.
 
 Why a second layout: in bwd_main every warp owns whole key rows of S^T, so every warp reads the whole Q and dO
-tile from shared memory for four of the five GEMMs. At d128 that is about 0.08 bytes of ldmatrix traffic per MMA
-FLOP and the kernel is shared-memory bound (docs/performance.md). Here a CTA of 8 warps owns 64 keys and walks
-64-row query tiles, and each GEMM gets the warp grid that keeps its per-warp tile square:
+tile from shared memory for four of the five GEMMs, and dK/dV of its rows cost 2 x 16 x D / 32 fp32 registers per
+thread: at d192 that forces two passes of 4 warps. Here a CTA of 8 warps owns 64 keys and walks 32- or 64-row
+query tiles, and each GEMM gets its own warp grid (tiles.TileConfig.sdp_warps / dkv_warps / dq_warps):
 
-    S   = Q . K^T     (queries x keys, warps 4 x 2; A = Q and B = K by ldmatrix)
+    S   = Q . K^T     (queries x keys; A = Q and B = K by ldmatrix)
     dP  = dO . V^T    (same grid; B = V, loaded into registers once for the whole walk)
     dS  = P o (dP - delta); P and dS go to shared memory in the io dtype, into V's buffer
-    dV += P^T . dO    (keys x head dim, warps 2 x 4; A = P^T by ldmatrix.trans)
+    dV += P^T . dO    (keys x head dim; A = P^T by ldmatrix.trans)
     dK += dS^T . Q    (same grid)
-    dQ  = dS . K      (queries x head dim, warps 2 x 4), red.global.add into the fp32 accumulator
+    dQ  = dS . K      (queries x head dim), red.global.add into the fp32 accumulator
 
-That is about 0.06 bytes per FLOP, and dK/dV cost 64 registers per thread instead of 128, which leaves room for
-V. Q and dO are double-buffered; two CTA barriers per query tile. The walk, loads, mask, padding, GQA order,
-deterministic dQ order and the epilogue are bwd_main's (see there)."""
+dK/dV cost an eighth of the 64 x D tile per warp (96 registers per thread at d192), which leaves room for V and a
+single pass. Served at d192 (0.70x FA2 against the two-pass rows kernel's 0.51-0.55x); at d128 the rows kernel is
+faster. Q and dO are double-buffered; two CTA barriers per query tile (single-buffered, with the refill after dK:
+no faster at d192, 0.70x). The walk, loads, mask, padding, GQA order, deterministic dQ order and the
+epilogue are bwd_main's (see there)."""
 
 from types import SimpleNamespace
 

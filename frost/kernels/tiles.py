@@ -18,7 +18,12 @@ Fifth session (same bench, B4 H16 S4096, vs FA2, non-causal/causal): d32 takes 3
 SM): 0.86x/0.97x -> 1.25x/1.38x. ``k_in_regs`` keeps each warp's K rows (S^T's A operand) in registers for the
 walk, 8 fewer ldmatrix.x4 per warp and step: d128 +1-2 %, d96 +7 %, d32 +4 %, d192 +4 % (it spills at d64,
 d224 and d256, and with 32 rows at d32). d96 moves to n128 m64 single-buffered with a 96-wide dQ chunk:
-0.61x/0.73x -> 0.74x/0.87x. d160 fits one pass (160 fp32 dK/dV registers, no spill): 0.70x -> 0.88x."""
+0.61x/0.73x -> 0.74x/0.87x. d160 fits one pass (160 fp32 dK/dV registers, no spill): 0.70x -> 0.88x.
+
+Sixth session: d192 moves to the 2-D warp-grid kernel (bwd_main_grid: 8 warps, one pass, P and dS through shared
+memory, V in registers) with 64 keys and 32-row query tiles: 0.55x/0.51x -> 0.70x/0.70x. The rows kernel there
+needed two passes of 4 warps (dK and dV of 16 rows at d192 do not fit together). Two CTAs per SM at d128 (n64
+m16, 47 KB) measured 0.62x-0.64x against n128 m32's 0.74x, and d96 n64 m32 (two CTAs) 0.70x-0.71x against 0.74x."""
 
 from __future__ import annotations
 
@@ -57,7 +62,9 @@ class TileConfig:
     @property
     def dq_warps(self) -> tuple[int, int]:
         """(warps along query rows, warps along head dim) of the dQ GEMM."""
-        wm = self.m_block // 32 if self.warp_grid else min(self.num_warps, self.m_block // 16)
+        # grid: 32 query rows per warp row, but at least two rows (a 32-row tile's 8 warps as 2 x 4, not 1 x 8:
+        # d192's chunks split into 64 columns, not 128)
+        wm = max(self.m_block // 32, 2) if self.warp_grid else min(self.num_warps, self.m_block // 16)
         return wm, self.num_warps // wm
 
     @property
@@ -111,8 +118,8 @@ _TABLE = {
     128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=128,
                     k_in_regs=True),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
-    192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64,
-                    k_in_regs=True),
+    192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
+                    warp_grid=True),
     224: TileConfig(224, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=32),
     256: TileConfig(256, n_block=64, m_block=16, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64),
 }
@@ -120,7 +127,7 @@ _TABLE = {
 
 # Built and checked by the compile gate, timed by benchmarks/bench_variants.py, not served: the 2-D warp-grid
 # kernel (bwd_main_grid) measured 0.65-0.68x FA2 at d128 on the H200 against the rows kernel's 0.72-0.74x
-# (non-causal; docs/performance.md).
+# (non-causal; docs/performance.md). It is served at d192 (see the top of this file).
 GRID_VARIANTS = {
     "d128_grid": TileConfig(128, 64, 64, 2, 2, False, 128, warp_grid=True),
 }

@@ -91,6 +91,9 @@ BITWISE_CASES = {
     # causal without a left bound: the longest-first order (heads outermost), many KV tiles per query tile
     "causal": Case(b=2, hq=8, hkv=2, sq=1500, skv=1500, dqk=128, dv=128, causal=True, alignment=TL,
                    seq_len_q=[1500, 999], seq_len_kv=[1500, 1200], sink=-0.5, deterministic=True, seed=4),
+    # the warp-grid kernel (d192)
+    "grid": Case(b=2, hq=8, hkv=2, sq=600, skv=600, dqk=192, dv=192, causal=True, alignment=TL,
+                 seq_len_q=[600, 411], seq_len_kv=[600, 530], sink=0.1, deterministic=True, seed=5),
 }
 
 
@@ -124,7 +127,8 @@ DET_CASES = [Case(b=2, hq=4, hkv=2, sq=s, skv=skv, dqk=d, dv=d, causal=causal, a
                  (128, 640, 600, False, TL, None, None, None, [600, 1], None),
                  (128, 900, 900, True, TL, 128, None, [900, 600], None, 1.0),
                  (64, 600, 700, False, BR, 100, 50, None, None, -2.0),
-                 (96, 333, 777, True, TL, None, 70, [333, 0], [777, 500], None)])]
+                 (96, 333, 777, True, TL, None, 70, [333, 0], [777, 500], None),
+                 (192, 450, 520, True, BR, None, None, [450, 200], [520, 333], 0.7)])]
 
 
 @pytest.mark.parametrize("i", range(len(DET_CASES)))
@@ -140,10 +144,10 @@ def _bits(t):
 @pytest.mark.parametrize("det", (False, True), ids=("default", "deterministic"))
 def test_sanitizer_features(det):
     """Small GQA + padding + band + sink configuration for compute-sanitizer (memcheck / racecheck): one head
-    dim per main-kernel tile family (8/4 warps, one/two passes)."""
+    dim per main-kernel tile family (rows kernel with 8/4 warps and one/two passes, the warp-grid kernel)."""
     run_cases([Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
                     band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
-                    seed=d) for d in (64, 128, 256)])
+                    seed=d) for d in (64, 128, 192, 256)])
 
 
 def test_bad_runtime_inputs():
