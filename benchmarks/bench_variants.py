@@ -38,5 +38,8 @@ VARIANTS = {
     "d96_n64m32_kreg": TileConfig(96, 64, 32, 2, 1, False, 96, k_in_regs=True),
     "d96_n64m32_q1_kreg": TileConfig(96, 64, 32, 1, 1, False, 96, k_in_regs=True),
     "d192_grid_m32_c64": TileConfig(192, 64, 32, 2, 2, False, 64, warp_grid=True),
+    "d256_grid_2p": TileConfig(256, 64, 32, 1, 1, True, 128, warp_grid=True),
+    "d256_grid_2p_c64": TileConfig(256, 64, 32, 1, 1, True, 64, warp_grid=True),
+    "d256_grid_2p_c256": TileConfig(256, 64, 32, 1, 1, True, 256, warp_grid=True),
     "d64_grid": TileConfig(64, 64, 64, 2, 2, False, 64, warp_grid=True),
 }

@@ -13,10 +13,11 @@ query tiles, and each GEMM gets its own warp grid (tiles.TileConfig.sdp_warps / 
     dQ  = dS . K      (queries x head dim), red.global.add into the fp32 accumulator
 
 dK/dV cost an eighth of the 64 x D tile per warp (96 registers per thread at d192), which leaves room for V and a
-single pass. Served at d192 (0.70x FA2 against the two-pass rows kernel's 0.51-0.55x); at d128 the rows kernel is
-faster. Q and dO are double-buffered; two CTA barriers per query tile (single-buffered, with the refill after dK:
-no faster at d192, 0.70x). The walk, loads, mask, padding, GQA order, deterministic dQ order and the
-epilogue are bwd_main's (see there)."""
+single pass. At d256 both with V spill, so it walks twice like bwd_main's large tiles (pass 1: dV from S alone, P
+in V's buffer; pass 2: V into registers, dK and dQ). Served at d192 and d256 (0.70x and 0.53x FA2 against the
+two-pass rows kernel's 0.51-0.55x and 0.44-0.45x); at d128 the rows kernel is faster. Q and dO are double-buffered
+(two CTA barriers per query tile) or, at d256, single-buffered (a third barrier, see _grid_step). The walk, loads,
+mask, padding, GQA order, deterministic dQ order and the epilogue are bwd_main's (see there)."""
 
 from types import SimpleNamespace
 
@@ -31,7 +32,7 @@ from frost.kernels.bwd_main import BwdMainKernel, scores_to_probs, smem_storage,
 
 class BwdMainGridKernel(BwdMainKernel):
     def __init__(self, dtype, tile, arch):
-        assert tile.warp_grid and tile.q_stages == tile.do_stages == 2, tile
+        assert tile.warp_grid and tile.q_stages == tile.do_stages, tile
         super().__init__(dtype, tile, arch)
 
     # ------------------------------------------------------------------------------------------------ layouts
@@ -111,53 +112,92 @@ class BwdMainGridKernel(BwdMainKernel):
         tidx, _, _ = cute.arch.thread_idx()
         s = self._smem_tensors(self._smem_layouts(), storage_cls)
         mm = self._mma_operands(self._tiled_mmas(), s, tidx)
-        mask, g, ld, walk = self._setup(args, s, tidx)
-        cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim)
-        cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
-        cute.arch.cp_async_commit_group()
-        if walk.n_iter > 0:
-            self._load_q(ld, walk.head0, walk.m_first, 0, True)
-            self._load_do(ld, walk.head0, walk.m_first, 0)
-        cute.arch.cp_async_commit_group()
-        cute.arch.cp_async_wait_group(1)
-        cute.arch.sync_threads()
-        # V into registers for the whole walk; the first step's barrier keeps P/dS from overwriting it early
-        cute.copy(mm.cB, mm.sV, mm.rV_v)
-        acc = self._make_acc(mm, True, True)
-        # two steps per trip so that the buffer stage is a constant (a runtime stage costs ~7 registers of
-        # swizzled addresses, and the kernel is at the register limit)
-        for it in cutlass.range(0, walk.n_iter, 2):
-            self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, 0)
-            if it + 1 < walk.n_iter:
-                self._grid_step(ld, mm, mask, acc, walk, it + 1, args.scale_log2, 1)
-        cute.arch.cp_async_wait_group(0)
-        cute.arch.sync_threads()
-        self._dq_release_last(ld, walk)
-        self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, True, True)
+        for p in cutlass.range_constexpr(len(self.passes)):
+            do_dv, do_dk = self.passes[p]
+            mask, g, ld, walk = self._setup(args, s, tidx)
+            if cutlass.const_expr(p == 0):
+                cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim)
+            if cutlass.const_expr(do_dk):  # (a dV-only pass needs no V: P alone uses V's buffer)
+                cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
+            cute.arch.cp_async_commit_group()
+            if walk.n_iter > 0:
+                self._load_q(ld, walk.head0, walk.m_first, 0, do_dk)
+                self._load_do(ld, walk.head0, walk.m_first, 0)
+            cute.arch.cp_async_commit_group()
+            if cutlass.const_expr(do_dk):
+                cute.arch.cp_async_wait_group(1)
+                cute.arch.sync_threads()
+                # V into registers for the pass; the first step's barrier keeps P/dS from overwriting it early
+                cute.copy(mm.cB, mm.sV, mm.rV_v)
+            acc = self._make_acc(mm, do_dv, do_dk)
+            if cutlass.const_expr(self.tile.q_stages == 2):
+                # two steps per trip so that the buffer stage is a constant (a runtime stage costs ~7 registers
+                # of swizzled addresses, and the kernel is at the register limit)
+                for it in cutlass.range(0, walk.n_iter, 2):
+                    self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, 0, do_dv, do_dk)
+                    if it + 1 < walk.n_iter:
+                        self._grid_step(ld, mm, mask, acc, walk, it + 1, args.scale_log2, 1, do_dv, do_dk)
+            else:
+                for it in cutlass.range(0, walk.n_iter, 1):
+                    self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, 0, do_dv, do_dk)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            if cutlass.const_expr(do_dk):
+                self._dq_release_last(ld, walk)
+            self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, do_dv,
+                            do_dk)
 
     @cute.jit
-    def _grid_step(self, ld, mm, mask, acc, walk, it, scale_log2, stage: cutlass.Constexpr):
-        """Step ``it`` of the walk (its Q and dO in buffer ``stage``)."""
+    def _grid_step(self, ld, mm, mask, acc, walk, it, scale_log2, stage: cutlass.Constexpr,
+                   do_dv: cutlass.Constexpr, do_dk: cutlass.Constexpr):
+        """Step ``it`` of the walk (its Q and dO in buffer ``stage``). Double-buffered tiles load the next Q and
+        dO at the top. Single-buffered ones refill each operand after the first barrier past its last use: Q
+        (only S reads it) after the P/dS barrier in a dV-only pass, dO (only dP) there in a dK + dQ pass, the
+        other after one more barrier past the dV/dK GEMMs, overlapping dQ where there is one."""
         head, m_block = self._walk_pos(walk, it)
-        head_next, m_next = self._walk_next(walk, head, m_block)
+        nxt = self._walk_next(walk, head, m_block)
+        double = self.tile.q_stages == 2
+        q_early, do_early = not double and not do_dk, not double and not do_dv
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()  # this tile landed; every warp is done with the last tile's P, dS and buffers
-        if it + 1 < walk.n_iter:
-            self._load_q(ld, head_next, m_next, 1 - stage, True)
-            self._load_do(ld, head_next, m_next, 1 - stage)
-        cute.arch.cp_async_commit_group()
+        self._load_next(ld, walk, it, nxt, 1 - stage if double else 0, double, double, do_dk)
 
         accP = self._probs(mm, mask, m_block, walk.n_block, stage, scale_log2)
-        rdS = self._grad_scores(mm, accP, stage)
-        cute.copy(mm.ps_store, mm.ps_store.retile(cu.convert(accP, self.dtype)), mm.sP_dst)
-        cute.copy(mm.ps_store, mm.ps_store.retile(rdS), mm.sdS_dst)
+        rdS = self._grad_scores(mm, accP, stage) if do_dk else None
+        if cutlass.const_expr(do_dv):
+            cute.copy(mm.ps_store, mm.ps_store.retile(cu.convert(accP, self.dtype)), mm.sP_dst)
+        if cutlass.const_expr(do_dk):
+            cute.copy(mm.ps_store, mm.ps_store.retile(rdS), mm.sdS_dst)
         cute.arch.sync_threads()  # P and dS complete in shared memory
-        self._dq_release_prev(ld, walk, it, head, m_block)
-        cu.gemm_ss(mm.dkv, acc.dV, mm.cAt, mm.sPt, mm.rPt, mm.rPt_v, mm.cBt, mm.sdOt[None, None, None, stage],
-                   mm.rdOt, mm.rdOt_v)
-        cu.gemm_ss(mm.dkv, acc.dK, mm.cAt, mm.sdSt, mm.rdSt, mm.rdSt_v, mm.cBt, mm.sQt[None, None, None, stage],
-                   mm.rQt, mm.rQt_v)
-        self._dq_step(mm, ld, mask, walk, it, head, m_block)
+        if cutlass.const_expr(do_dk):
+            self._dq_release_prev(ld, walk, it, head, m_block)
+        if cutlass.const_expr(q_early or do_early):
+            self._load_next(ld, walk, it, nxt, 0, q_early, do_early, do_dk)
+        if cutlass.const_expr(do_dv):
+            cu.gemm_ss(mm.dkv, acc.dV, mm.cAt, mm.sPt, mm.rPt, mm.rPt_v, mm.cBt, mm.sdOt[None, None, None, stage],
+                       mm.rdOt, mm.rdOt_v)
+        if cutlass.const_expr(do_dk):
+            cu.gemm_ss(mm.dkv, acc.dK, mm.cAt, mm.sdSt, mm.rdSt, mm.rdSt_v, mm.cBt,
+                       mm.sQt[None, None, None, stage], mm.rQt, mm.rQt_v)
+        if cutlass.const_expr(not double):
+            cute.arch.sync_threads()  # every warp is done with this tile's Q and dO
+            self._load_next(ld, walk, it, nxt, 0, not q_early, not do_early, do_dk)
+        if cutlass.const_expr(do_dk):
+            self._dq_step(mm, ld, mask, walk, it, head, m_block)
+
+    @cute.jit
+    def _load_next(self, ld, walk, it, nxt, stage: cutlass.Constexpr, q: cutlass.Constexpr,
+                   do: cutlass.Constexpr, with_delta: cutlass.Constexpr):
+        """Issue the next step's (``nxt`` = (head, query tile)) Q (+ LSE, delta) and/or dO into buffer
+        ``stage``, as one commit group."""
+        head_next, m_next = nxt
+        if cutlass.const_expr(q or do):
+            if it + 1 < walk.n_iter:
+                if cutlass.const_expr(q):
+                    self._load_q(ld, head_next, m_next, stage, with_delta)
+                if cutlass.const_expr(do):
+                    self._load_do(ld, head_next, m_next, stage)
+            cute.arch.cp_async_commit_group()
 
     @cute.jit
     def _probs(self, mm, mask, m_block, n_block, stage, scale_log2):

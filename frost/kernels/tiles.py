@@ -22,7 +22,8 @@ d224 and d256, and with 32 rows at d32). d96 moves to n128 m64 single-buffered w
 
 Sixth session: d192 moves to the 2-D warp-grid kernel (bwd_main_grid: 8 warps, one pass, P and dS through shared
 memory, V in registers) with 64 keys and 32-row query tiles: 0.55x/0.51x -> 0.70x/0.70x. The rows kernel there
-needed two passes of 4 warps (dK and dV of 16 rows at d192 do not fit together). Two CTAs per SM at d128 (n64
+needed two passes of 4 warps (dK and dV of 16 rows at d192 do not fit together). d256 takes the grid kernel in
+two passes, single-buffered (64 x 256 dK and dV together with V in registers spill): 0.45x/0.44x -> 0.53x/0.53x. Two CTAs per SM at d128 (n64
 m16, 47 KB) measured 0.62x-0.64x against n128 m32's 0.74x, and d96 n64 m32 (two CTAs) 0.70x-0.71x against 0.74x."""
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class TileConfig:
         assert d in HEAD_DIM_PADS and self.n_block in (64, 128, 256) and self.m_block % 16 == 0
         if self.warp_grid:  # the warp grids must tile (M, N), (N, D) and (M, D) in 16x16 warp steps
             (sm, sn), (kn, kd) = self.sdp_warps, self.dkv_warps
-            assert sm * sn == kn * kd == GRID_WARPS and not self.two_pass
+            assert sm * sn == kn * kd == GRID_WARPS and self.q_stages == self.do_stages
             assert self.n_block % (16 * sn) == 0 and d % (16 * kd) == 0 and self.m_block % 32 == 0
         assert not (self.k_in_regs and self.warp_grid), "the grid kernel reads K from shared memory"
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
@@ -121,7 +122,8 @@ _TABLE = {
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
                     warp_grid=True),
     224: TileConfig(224, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=32),
-    256: TileConfig(256, n_block=64, m_block=16, q_stages=2, do_stages=1, two_pass=True, dq_chunk=64),
+    256: TileConfig(256, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=128,
+                    warp_grid=True),
 }
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-shot GPU validation of the kernels on the device machine: every `gpu` test of tests/kernels and the cute
 # lowering tests in parallel pytest processes (one GPU, many CPU cores: compiles overlap), plus compute-sanitizer
-# memcheck and racecheck on the small GQA + padding + band + sink configuration. Each job runs under `timeout`.
+# memcheck and racecheck on the small GQA + padding + band + sink configuration and on the tail shapes of every
+# tile family (test_sanitizer_case). Each job runs under `timeout`.
 # Usage: bash tests/kernels/gpu_validation.sh OUT_DIR [LIMIT_S]; logs in OUT_DIR/*.log, summary on stdout.
 set -u
 out=${1:?out dir}; lim=${2:-170}
@@ -21,6 +22,8 @@ SAN="compute-sanitizer --report-api-errors no"
 job memcheck $SAN --tool memcheck $PT $K/test_kernels_features_gpu.py -k sanitizer_features
 job racecheck $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and default"
 job racecheck_det $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and deterministic"
+job memcheck_core $SAN --tool memcheck $PT $K/test_kernels_gpu.py -k sanitizer_case
+job racecheck_core $SAN --tool racecheck $PT $K/test_kernels_gpu.py -k sanitizer_case
 wait
 for f in "$out"/*.log; do
   echo "== $(basename "$f" .log): $(grep -hE '(passed|failed|error)( |,|$).*in [0-9.]+s' "$f" | tail -1)" \

@@ -91,9 +91,12 @@ BITWISE_CASES = {
     # causal without a left bound: the longest-first order (heads outermost), many KV tiles per query tile
     "causal": Case(b=2, hq=8, hkv=2, sq=1500, skv=1500, dqk=128, dv=128, causal=True, alignment=TL,
                    seq_len_q=[1500, 999], seq_len_kv=[1500, 1200], sink=-0.5, deterministic=True, seed=4),
-    # the warp-grid kernel (d192)
+    # the warp-grid kernel: one pass double-buffered (d192), two passes single-buffered (d256)
     "grid": Case(b=2, hq=8, hkv=2, sq=600, skv=600, dqk=192, dv=192, causal=True, alignment=TL,
                  seq_len_q=[600, 411], seq_len_kv=[600, 530], sink=0.1, deterministic=True, seed=5),
+    "grid_2pass": Case(b=2, hq=4, hkv=2, sq=300, skv=350, dqk=256, dv=256, causal=True, alignment=BR,
+                       band_left=200, seq_len_q=[300, 170], seq_len_kv=[350, 300], sink=-1.0, deterministic=True,
+                       seed=6),
 }
 
 
