@@ -14,7 +14,7 @@ query tiles, and each GEMM gets its own warp grid (tiles.TileConfig.sdp_warps / 
 
 dK/dV cost an eighth of the 64 x D tile per warp (96 registers per thread at d192), which leaves room for V and a
 single pass. At d256 both with V spill, so it walks twice like bwd_main's large tiles (pass 1: dV from S alone, P
-in V's buffer; pass 2: V into registers, dK and dQ). Served at d192 and d256 (0.70x and 0.53x FA2 against the
+in V's buffer; pass 2: V into registers, dK and dQ). Served at d192 and d256 (0.70x and 0.55x FA2 against the
 two-pass rows kernel's 0.51-0.55x and 0.44-0.45x); at d128 the rows kernel is faster. Q and dO are double-buffered
 (two CTA barriers per query tile) or, at d256, single-buffered (a third barrier, see _grid_step). The walk, loads,
 mask, padding, GQA order, deterministic dQ order and the epilogue are bwd_main's (see there)."""
@@ -122,6 +122,9 @@ class BwdMainGridKernel(BwdMainKernel):
             cute.arch.cp_async_commit_group()
             if walk.n_iter > 0:
                 self._load_q(ld, walk.head0, walk.m_first, 0, do_dk)
+            if cutlass.const_expr(self._do_lags(do_dk)):
+                cute.arch.cp_async_commit_group()
+            if walk.n_iter > 0:
                 self._load_do(ld, walk.head0, walk.m_first, 0)
             cute.arch.cp_async_commit_group()
             if cutlass.const_expr(do_dk):
@@ -158,7 +161,8 @@ class BwdMainGridKernel(BwdMainKernel):
         nxt = self._walk_next(walk, head, m_block)
         double = self.tile.q_stages == 2
         q_early, do_early = not double and not do_dk, not double and not do_dv
-        cute.arch.cp_async_wait_group(0)
+        do_lags = self._do_lags(do_dk)
+        cute.arch.cp_async_wait_group(1 if do_lags else 0)
         cute.arch.sync_threads()  # this tile landed; every warp is done with the last tile's P, dS and buffers
         self._load_next(ld, walk, it, nxt, 1 - stage if double else 0, double, double, do_dk)
 
@@ -168,7 +172,9 @@ class BwdMainGridKernel(BwdMainKernel):
             cute.copy(mm.ps_store, mm.ps_store.retile(cu.convert(accP, self.dtype)), mm.sP_dst)
         if cutlass.const_expr(do_dk):
             cute.copy(mm.ps_store, mm.ps_store.retile(rdS), mm.sdS_dst)
-        cute.arch.sync_threads()  # P and dS complete in shared memory
+        if cutlass.const_expr(do_lags):
+            cute.arch.cp_async_wait_group(0)
+        cute.arch.sync_threads()  # P and dS complete in shared memory (and a lagging dO landed)
         if cutlass.const_expr(do_dk):
             self._dq_release_prev(ld, walk, it, head, m_block)
         if cutlass.const_expr(q_early or do_early):
@@ -184,6 +190,11 @@ class BwdMainGridKernel(BwdMainKernel):
             self._load_next(ld, walk, it, nxt, 0, not q_early, not do_early, do_dk)
         if cutlass.const_expr(do_dk):
             self._dq_step(mm, ld, mask, walk, it, head, m_block)
+
+    def _do_lags(self, do_dk: bool) -> bool:
+        """A single-buffered dV-only pass refills dO last, after dV, but first reads it in dV: dO gets its own
+        commit group and is waited for only at the P barrier, so that it lands while S runs."""
+        return self.tile.q_stages == 1 and not do_dk
 
     @cute.jit
     def _load_next(self, ld, walk, it, nxt, stage: cutlass.Constexpr, q: cutlass.Constexpr,
