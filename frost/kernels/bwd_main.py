@@ -149,29 +149,52 @@ class BwdMainKernel:
             # everything per pass is re-derived from the kernel arguments (constant bank) so that nothing but
             # the accumulators stays live across a pass (two-pass tiles run at the register limit)
             mask, g, ld, walk = self._setup(args, s, tidx)
-            if cutlass.const_expr(p == 0):
-                cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim)
-            if cutlass.const_expr(do_dk):
-                cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
-            if walk.n_iter > 0:
-                self._load_q(ld, walk.head0, walk.m_first, 0, do_dk)
-                self._load_do(ld, walk.head0, walk.m_first, 0)
-            cute.arch.cp_async_commit_group()
+            self._load_pass(ld, mask, walk, p == 0, do_dk)
             acc = self._make_acc(mm, do_dv, do_dk)
-            if cutlass.const_expr(self.tile.k_in_regs):  # K's A fragments for the pass (K, first Q/dO landed)
-                cute.arch.cp_async_wait_group(0)
-                cute.arch.sync_threads()
-                cute.copy(mm.cA, mm.sK, mm.rK_v)
-            for m_i in cutlass.range(0, walk.n_m, 1):  # query tiles from the last down, heads inner
-                for h_i in cutlass.range(0, walk.group, 1):
-                    self._walk_step(ld, mm, mask, acc, walk, m_i * walk.group + h_i, walk.head0 + h_i,
-                                    walk.m_first - m_i, args.scale_log2, do_dv, do_dk)
+            self._walk(ld, mm, mask, acc, walk, args.scale_log2, do_dv, do_dk)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             if cutlass.const_expr(do_dk):
                 self._dq_release_last(ld, walk)
             self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, do_dv,
                             do_dk)
+
+    def _commit_groups(self, do_dk: bool) -> tuple[bool, bool]:
+        """Whether a pass's first loads commit (K and V, Q, dO) as one cp.async group (False, False), or K/V
+        and/or dO in groups of their own (the grid kernel waits for them apart)."""
+        return False, False
+
+    @cute.jit
+    def _load_pass(self, ld, mask, walk, first: cutlass.Constexpr, do_dk: cutlass.Constexpr):
+        """A pass's first loads: K (first pass only: it stays), V (passes with dK), the first Q and dO."""
+        kv_apart, do_apart = self._commit_groups(do_dk)
+        if cutlass.const_expr(first):
+            cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim)
+        if cutlass.const_expr(do_dk):
+            cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
+        if cutlass.const_expr(kv_apart):
+            cute.arch.cp_async_commit_group()
+        if walk.n_iter > 0:
+            self._load_q(ld, walk.head0, walk.m_first, 0, do_dk)
+            if cutlass.const_expr(not do_apart):
+                self._load_do(ld, walk.head0, walk.m_first, 0)
+        if cutlass.const_expr(do_apart):
+            cute.arch.cp_async_commit_group()
+            if walk.n_iter > 0:
+                self._load_do(ld, walk.head0, walk.m_first, 0)
+        cute.arch.cp_async_commit_group()
+
+    @cute.jit
+    def _walk(self, ld, mm, mask, acc, walk, scale_log2, do_dv: cutlass.Constexpr, do_dk: cutlass.Constexpr):
+        """The pass's steps: query tiles from the last down, the GQA group's heads inner."""
+        if cutlass.const_expr(self.tile.k_in_regs):  # K's A fragments for the pass (K, first Q/dO landed)
+            cute.arch.cp_async_wait_group(0)
+            cute.arch.sync_threads()
+            cute.copy(mm.cA, mm.sK, mm.rK_v)
+        for m_i in cutlass.range(0, walk.n_m, 1):
+            for h_i in cutlass.range(0, walk.group, 1):
+                self._walk_step(ld, mm, mask, acc, walk, m_i * walk.group + h_i, walk.head0 + h_i,
+                                walk.m_first - m_i, scale_log2, do_dv, do_dk)
 
     # ------------------------------------------------------------------------------------------------ setup helpers
     @cute.jit

@@ -107,48 +107,29 @@ class BwdMainGridKernel(BwdMainKernel):
             sLSE2=s.LSE2_b, sDelta=s.Delta_b)
 
     # ------------------------------------------------------------------------------------------------ the walk
+    def _commit_groups(self, do_dk: bool) -> tuple[bool, bool]:
+        """K/V apart (a pass with dK moves V into registers as soon as it lands); dO apart where it lags
+        (_do_lags)."""
+        return True, self._do_lags(do_dk)
+
     @cute.jit
-    def _body(self, args, storage_cls: cutlass.Constexpr):
-        tidx, _, _ = cute.arch.thread_idx()
-        s = self._smem_tensors(self._smem_layouts(), storage_cls)
-        mm = self._mma_operands(self._tiled_mmas(), s, tidx)
-        for p in cutlass.range_constexpr(len(self.passes)):
-            do_dv, do_dk = self.passes[p]
-            mask, g, ld, walk = self._setup(args, s, tidx)
-            if cutlass.const_expr(p == 0):
-                cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim)
-            if cutlass.const_expr(do_dk):  # (a dV-only pass needs no V: P alone uses V's buffer)
-                cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
-            cute.arch.cp_async_commit_group()
-            if walk.n_iter > 0:
-                self._load_q(ld, walk.head0, walk.m_first, 0, do_dk)
-            if cutlass.const_expr(self._do_lags(do_dk)):
-                cute.arch.cp_async_commit_group()
-            if walk.n_iter > 0:
-                self._load_do(ld, walk.head0, walk.m_first, 0)
-            cute.arch.cp_async_commit_group()
-            if cutlass.const_expr(do_dk):
-                cute.arch.cp_async_wait_group(1)
-                cute.arch.sync_threads()
-                # V into registers for the pass; the first step's barrier keeps P/dS from overwriting it early
-                cute.copy(mm.cB, mm.sV, mm.rV_v)
-            acc = self._make_acc(mm, do_dv, do_dk)
-            if cutlass.const_expr(self.tile.q_stages == 2):
-                # two steps per trip so that the buffer stage is a constant (a runtime stage costs ~7 registers
-                # of swizzled addresses, and the kernel is at the register limit)
-                for it in cutlass.range(0, walk.n_iter, 2):
-                    self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, 0, do_dv, do_dk)
-                    if it + 1 < walk.n_iter:
-                        self._grid_step(ld, mm, mask, acc, walk, it + 1, args.scale_log2, 1, do_dv, do_dk)
-            else:
-                for it in cutlass.range(0, walk.n_iter, 1):
-                    self._grid_step(ld, mm, mask, acc, walk, it, args.scale_log2, 0, do_dv, do_dk)
-            cute.arch.cp_async_wait_group(0)
+    def _walk(self, ld, mm, mask, acc, walk, scale_log2, do_dv: cutlass.Constexpr, do_dk: cutlass.Constexpr):
+        """The pass's steps (a dV-only pass needs no V: P alone uses V's buffer)."""
+        if cutlass.const_expr(do_dk):
+            cute.arch.cp_async_wait_group(1)  # K/V landed (the first Q and dO may not have)
             cute.arch.sync_threads()
-            if cutlass.const_expr(do_dk):
-                self._dq_release_last(ld, walk)
-            self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, do_dv,
-                            do_dk)
+            # V into registers for the pass; the first step's barrier keeps P/dS from overwriting it early
+            cute.copy(mm.cB, mm.sV, mm.rV_v)
+        if cutlass.const_expr(self.tile.q_stages == 2):
+            # two steps per trip so that the buffer stage is a constant (a runtime stage costs ~7 registers
+            # of swizzled addresses, and the kernel is at the register limit)
+            for it in cutlass.range(0, walk.n_iter, 2):
+                self._grid_step(ld, mm, mask, acc, walk, it, scale_log2, 0, do_dv, do_dk)
+                if it + 1 < walk.n_iter:
+                    self._grid_step(ld, mm, mask, acc, walk, it + 1, scale_log2, 1, do_dv, do_dk)
+        else:
+            for it in cutlass.range(0, walk.n_iter, 1):
+                self._grid_step(ld, mm, mask, acc, walk, it, scale_log2, 0, do_dv, do_dk)
 
     @cute.jit
     def _grid_step(self, ld, mm, mask, acc, walk, it, scale_log2, stage: cutlass.Constexpr,
