@@ -31,10 +31,13 @@ class KernelKey:
         return tile_for_pad(self.head_dim_pad)
 
     def as_str(self) -> str:
-        t = self.tile
-        return (f"frost.bwd.v3:{self.arch}:{self.dtype}:d{self.head_dim_pad}:n{t.n_block}m{t.m_block}"
-                f":s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}"
-                f":r{t.rows_per_warp}:g{int(t.warp_grid)}")
+        return f"frost.bwd.v3:{self.arch}:{self.dtype}:{tile_key(self.tile)}"
+
+
+def tile_key(t: TileConfig) -> str:
+    """Every field of a tile config, compactly (the code generated depends on all of them)."""
+    return (f"d{t.head_dim_pad}:n{t.n_block}m{t.m_block}:s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}:c{t.dq_chunk}"
+            f":b{t.min_blocks}:r{t.rows_per_warp}:g{int(t.warp_grid)}:k{int(t.k_in_regs)}")
 
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)

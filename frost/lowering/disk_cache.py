@@ -1,6 +1,8 @@
 """Compiled kernels on disk, as opaque bytes, so a new process skips the compile.
 
-An entry is keyed by frost version + cutlass-dsl version + target arch + compiler + compile key. Each file carries
+An entry is keyed by frost version (with a digest of the kernel sources, so that a changed kernel never loads code
+compiled from an older one under the same version number) + cutlass-dsl version + target arch + compiler + compile
+key. Each file carries
 its own key and a checksum: a corrupt, truncated or foreign entry is logged, removed and recompiled, never a crash.
 Writes are atomic (temp file + rename), so concurrent processes never see half an entry."""
 
@@ -31,6 +33,26 @@ def package_version(dist: str, fallback: str = "none") -> str:
         return fallback
 
 
+KERNEL_SOURCES = Path(__file__).resolve().parents[1] / "kernels"
+
+
+@lru_cache(maxsize=None)
+def source_digest(directory: Path = KERNEL_SOURCES) -> str:
+    """sha256 (16 hex digits) over the name and bytes of every .py file of ``directory``, in name order: the code
+    the compiled kernels come from."""
+    h = hashlib.sha256()
+    for path in sorted(Path(directory).glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def code_version() -> str:
+    """frost's version and the kernel sources' digest: what a disk-cache entry was compiled from."""
+    import frost
+
+    return f"{frost.__version__}+{source_digest()}"
+
+
 @dataclass(frozen=True)
 class EntryKey:
     compile_key: str
@@ -40,9 +62,7 @@ class EntryKey:
     cutlass: str = ""
 
     def resolved(self) -> "EntryKey":
-        import frost
-
-        return EntryKey(self.compile_key, self.arch, self.compiler, self.frost or frost.__version__,
+        return EntryKey(self.compile_key, self.arch, self.compiler, self.frost or code_version(),
                         self.cutlass or package_version("nvidia-cutlass-dsl"))
 
 

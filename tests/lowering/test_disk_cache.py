@@ -7,7 +7,8 @@ import sys
 import textwrap
 
 from frost.lowering import FakeCompiler, KernelUnit, cache_stats, clear_caches
-from frost.lowering.disk_cache import DiskCache, EntryKey, active_disk_cache, default_root
+from frost.lowering.disk_cache import (DiskCache, EntryKey, active_disk_cache, code_version, default_root,
+                                      source_digest)
 from frost.lowering.kernel_cache import KERNELS
 
 UNIT = KernelUnit("cute_sm120", "cute_sm120|bf16|d64|causal|plain", "sm_120a")
@@ -36,6 +37,26 @@ def test_key_includes_versions_arch_and_compiler(tmp_path):
     assert len({disk.path(k) for k in [key, *others]}) == 6
     disk.store(key, b"payload")
     assert disk.load(key) == b"payload" and all(disk.load(k) is None for k in others)
+
+
+def test_source_digest_follows_the_kernel_sources(tmp_path):
+    """A kernel edited under the same version number gets new disk-cache entries (uncached digest per call)."""
+    digest = source_digest.__wrapped__
+    (tmp_path / "a.py").write_text("x = 1\n")
+    (tmp_path / "b.py").write_text("y = 2\n")
+    first = digest(tmp_path)
+    (tmp_path / "notes.txt").write_text("not code")
+    assert digest(tmp_path) == first
+    (tmp_path / "b.py").write_text("y = 3\n")
+    assert digest(tmp_path) != first
+
+
+def test_default_key_carries_the_code_version(tmp_path):
+    import frost
+
+    key = EntryKey("k", "sm_120a", "fake").resolved()
+    assert key.frost == code_version() == f"{frost.__version__}+{source_digest()}"
+    assert f"frost-{key.frost}" in str(DiskCache(tmp_path).path(EntryKey("k", "sm_120a", "fake")))
 
 
 def test_memory_then_disk_then_compile():
