@@ -24,8 +24,9 @@ Sixth session: d192 moves to the 2-D warp-grid kernel (bwd_main_grid: 8 warps, o
 memory, V in registers) with 64 keys and 32-row query tiles: 0.55x/0.51x -> 0.70x/0.70x. The rows kernel there
 needed two passes of 4 warps (dK and dV of 16 rows at d192 do not fit together). d256 takes the grid kernel in
 two passes, single-buffered (64 x 256 dK and dV together with V in registers spill): 0.45x/0.44x -> 0.55x/0.57x
-(0.53x/0.53x before dO got its own commit group in the dV pass, see bwd_main_grid._do_lags). Two CTAs per SM at d128 (n64
-m16, 47 KB) measured 0.62x-0.64x against n128 m32's 0.74x, and d96 n64 m32 (two CTAs) 0.70x-0.71x against 0.74x."""
+(0.53x/0.53x before dO got its own commit group in the dV pass, see bwd_main_grid._do_lags). Two CTAs per SM at
+d128 (n64 m16, 47 KB) measured 0.62x-0.64x against n128 m32's 0.74x, and d96 n64 m32 (two CTAs) 0.70x-0.71x
+against 0.74x."""
 
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ _TABLE = {
 
 # Built and checked by the compile gate, timed by benchmarks/bench_variants.py, not served: the 2-D warp-grid
 # kernel (bwd_main_grid) measured 0.65-0.68x FA2 at d128 on the H200 against the rows kernel's 0.72-0.74x
-# (non-causal; docs/performance.md). It is served at d192 (see the top of this file).
+# (non-causal; docs/performance.md). It is served at d192 and d256 (see the top of this file).
 GRID_VARIANTS = {
     "d128_grid": TileConfig(128, 64, 64, 2, 2, False, 128, warp_grid=True),
 }
