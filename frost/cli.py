@@ -7,7 +7,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("demo", "schema", "probe", "support_matrix", "bench")
+COMMANDS = ("demo", "schema", "probe", "support_matrix", "bench", "cache")
 
 
 def build_parser() -> argparse.ArgumentParser:

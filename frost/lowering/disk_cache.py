@@ -149,3 +149,40 @@ def _decode(blob: bytes, key: EntryKey) -> bytes:
     if header.get("size") != len(payload) or header.get("sha256") != hashlib.sha256(payload).hexdigest():
         raise ValueError("checksum mismatch")
     return payload
+
+
+@dataclass(frozen=True)
+class CacheGroup:
+    """The entries of one (frost code version, cutlass-dsl version) directory pair of a cache root."""
+
+    path: Path
+    entries: int
+    size: int
+    current: bool    # compiled by this frost code and this cutlass-dsl: the ones a lookup can load
+
+
+def cache_groups(root: Path) -> list[CacheGroup]:
+    """Every frost-*/cutlass-* directory under ``root`` with its entry count and bytes (nothing else is looked at)."""
+    current = (f"frost-{code_version()}", f"cutlass-{package_version('nvidia-cutlass-dsl')}")
+    groups = []
+    for frost_dir in sorted(Path(root).glob("frost-*")):
+        for cutlass_dir in sorted(frost_dir.glob("cutlass-*")):
+            files = [f for f in cutlass_dir.rglob("*.bin") if f.is_file()]
+            groups.append(CacheGroup(cutlass_dir, len(files), sum(f.stat().st_size for f in files),
+                                     (frost_dir.name, cutlass_dir.name) == current))
+    return groups
+
+
+def remove_groups(root: Path, stale_only: bool) -> list[CacheGroup]:
+    """Delete the groups no lookup can load any more (``stale_only``) or all of them; returns what went. Empty
+    frost-* directories go too."""
+    import shutil
+
+    gone = [g for g in cache_groups(root) if not (stale_only and g.current)]
+    for g in gone:
+        shutil.rmtree(g.path, ignore_errors=True)
+    for frost_dir in Path(root).glob("frost-*"):
+        if frost_dir.is_dir() and not any(frost_dir.iterdir()):
+            frost_dir.rmdir()
+    return gone
+

@@ -7,8 +7,9 @@ import sys
 import textwrap
 
 from frost.lowering import FakeCompiler, KernelUnit, cache_stats, clear_caches
-from frost.lowering.disk_cache import (DiskCache, EntryKey, active_disk_cache, code_version, default_root,
-                                      source_digest)
+from frost.cli import main as cli_main
+from frost.lowering.disk_cache import (DiskCache, EntryKey, active_disk_cache, cache_groups, code_version,
+                                      default_root, package_version, remove_groups, source_digest)
 from frost.lowering.kernel_cache import KERNELS
 
 UNIT = KernelUnit("cute_sm120", "cute_sm120|bf16|d64|causal|plain", "sm_120a")
@@ -57,6 +58,40 @@ def test_default_key_carries_the_code_version(tmp_path):
     key = EntryKey("k", "sm_120a", "fake").resolved()
     assert key.frost == code_version() == f"{frost.__version__}+{source_digest()}"
     assert f"frost-{key.frost}" in str(DiskCache(tmp_path).path(EntryKey("k", "sm_120a", "fake")))
+
+
+def _cache_tree(root):
+    """One loadable group (this frost code, this cutlass-dsl) and two stale ones, plus a file that is not ours."""
+    current = root / f"frost-{code_version()}" / f"cutlass-{package_version('nvidia-cutlass-dsl')}"
+    stale = [root / "frost-0.1.0" / "cutlass-4.8.1", root / f"frost-{code_version()}" / "cutlass-0.0"]
+    for i, group in enumerate([current, *stale]):
+        (group / "sm_120a" / "cute").mkdir(parents=True)
+        (group / "sm_120a" / "cute" / f"{i}.bin").write_bytes(b"x" * (100 + i))
+    (root / "notes.txt").write_text("not a cache entry")
+    return current, stale
+
+
+def test_prune_keeps_what_this_frost_can_load(tmp_path):
+    current, stale = _cache_tree(tmp_path)
+    groups = cache_groups(tmp_path)
+    assert sorted(g.path for g in groups) == sorted([current, *stale])
+    assert [g.path for g in groups if g.current] == [current] and all(g.entries == 1 for g in groups)
+    gone = remove_groups(tmp_path, stale_only=True)
+    assert sorted(g.path for g in gone) == sorted(stale)
+    assert [g.path for g in cache_groups(tmp_path)] == [current]
+    assert not (tmp_path / "frost-0.1.0").exists() and (tmp_path / "notes.txt").exists()
+
+
+def test_cache_command_shows_prunes_and_clears(tmp_path, capsys):
+    current, stale = _cache_tree(tmp_path)
+    assert cli_main(["cache", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert code_version() in out and "2 group(s)" in out and "--prune" in out
+    assert cli_main(["cache", "--prune", "--dir", str(tmp_path)]) == 0
+    assert "removed 2 group(s)" in capsys.readouterr().out and current.exists()
+    assert cli_main(["cache", "--clear", "--dir", str(tmp_path)]) == 0
+    assert "removed 1 group(s)" in capsys.readouterr().out and cache_groups(tmp_path) == []
+    assert (tmp_path / "notes.txt").exists()
 
 
 def test_memory_then_disk_then_compile():

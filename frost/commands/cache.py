@@ -1,0 +1,43 @@
+"""`frost cache [--prune | --clear] [--dir DIR]`: where compiled kernels are kept on disk, how much, and removal of
+the entries this frost can no longer load (each kernel-source or cutlass-dsl change starts a new group)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(sub) -> None:
+    p = sub.add_parser("cache", help="show the on-disk kernel cache; --prune drops entries this frost cannot load")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--prune", action="store_true",
+                      help="delete the entries of other frost code or cutlass-dsl versions (never loaded again)")
+    what.add_argument("--clear", action="store_true", help="delete every entry")
+    p.add_argument("--dir", help="the cache root (default: FROST_CACHE_DIR, else the user cache dir)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from frost.lowering.disk_cache import cache_groups, code_version, default_root, remove_groups
+
+    root = Path(args.dir).expanduser() if args.dir else default_root()
+    if args.prune or args.clear:
+        gone = remove_groups(root, stale_only=args.prune)
+        for g in gone:
+            print(f"removed {g.path} ({g.entries} entries, {_mib(g.size)})")
+        print(f"removed {len(gone)} group(s), {_mib(sum(g.size for g in gone))} under {root}")
+        return 0
+    groups = cache_groups(root)
+    print(f"kernel cache: {root}  (this frost: {code_version()})")
+    for g in groups:
+        print(f"  {'*' if g.current else ' '} {g.path.relative_to(root)}  {g.entries} entries, {_mib(g.size)}")
+    stale = [g for g in groups if not g.current]
+    if stale:
+        print(f"{len(stale)} group(s) ({_mib(sum(g.size for g in stale))}) cannot be loaded by this frost: "
+              "`frost cache --prune` deletes them")
+    elif not groups:
+        print("  (empty)")
+    return 0
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
