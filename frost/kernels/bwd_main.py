@@ -176,12 +176,10 @@ class BwdMainKernel:
             cute.arch.cp_async_commit_group()
         if walk.n_iter > 0:
             self._load_q(ld, walk.head0, walk.m_first, 0, do_dk)
-            if cutlass.const_expr(not do_apart):
-                self._load_do(ld, walk.head0, walk.m_first, 0)
         if cutlass.const_expr(do_apart):
             cute.arch.cp_async_commit_group()
-            if walk.n_iter > 0:
-                self._load_do(ld, walk.head0, walk.m_first, 0)
+        if walk.n_iter > 0:
+            self._load_do(ld, walk.head0, walk.m_first, 0)
         cute.arch.cp_async_commit_group()
 
     @cute.jit
