@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import struct
 import tempfile
 from dataclasses import asdict, dataclass
@@ -174,15 +175,13 @@ def cache_groups(root: Path) -> list[CacheGroup]:
 
 
 def remove_groups(root: Path, stale_only: bool) -> list[CacheGroup]:
-    """Delete the groups no lookup can load any more (``stale_only``) or all of them; returns what went. Empty
-    frost-* directories go too."""
-    import shutil
-
-    gone = [g for g in cache_groups(root) if not (stale_only and g.current)]
-    for g in gone:
+    """Delete the groups no lookup can load any more (``stale_only``) or all of them; returns what went (a group
+    that could not be deleted, e.g. for permissions, is left out). Empty frost-* directories go too."""
+    doomed = [g for g in cache_groups(root) if not (stale_only and g.current)]
+    for g in doomed:
         shutil.rmtree(g.path, ignore_errors=True)
     for frost_dir in Path(root).glob("frost-*"):
         if frost_dir.is_dir() and not any(frost_dir.iterdir()):
             frost_dir.rmdir()
-    return gone
+    return [g for g in doomed if not g.path.exists()]
 
