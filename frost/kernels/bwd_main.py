@@ -371,16 +371,12 @@ class BwdMainKernel:
         """Step ``it`` of the walk: query tile ``m_block`` of query head ``head``."""
         t = self.tile
         q_stage, do_stage = it % t.q_stages, it % t.do_stages
-        has_next = it + 1 < walk.n_iter
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
-        if has_next:
-            head_next, m_next = self._walk_next(walk, head, m_block)  # (derived where used: nothing live across)
-            if cutlass.const_expr(t.q_stages == 2):
-                self._load_q(ld, head_next, m_next, 1 - q_stage, do_dk)
-            if cutlass.const_expr(t.do_stages == 2):
-                self._load_do(ld, head_next, m_next, 1 - do_stage)
-        cute.arch.cp_async_commit_group()
+        # the next position is derived where it is used (computed once for the whole step, d224 spills)
+        next_pos = lambda: self._walk_next(walk, head, m_block)  # noqa: E731
+        self._load_next(ld, walk, it, next_pos, 1 - q_stage, 1 - do_stage, t.q_stages == 2, t.do_stages == 2,
+                        do_dk)
 
         accP, accdP = self._score_gemms(mm, q_stage, do_stage, do_dk)
         self._probabilities(mm, mask, accP, m_block, walk.n_block, q_stage, scale_log2)
@@ -397,15 +393,24 @@ class BwdMainKernel:
             cute.arch.sync_threads()  # dS^T complete in smem; every warp is done with this tile's Q and dO
         if cutlass.const_expr(do_dk):
             self._dq_release_prev(ld, walk, it, head, m_block)  # before the refills: the fence has less to wait for
-        if has_next:
-            head_next, m_next = self._walk_next(walk, head, m_block)
-            if cutlass.const_expr(t.q_stages == 1):
-                self._load_q(ld, head_next, m_next, 0, do_dk)
-            if cutlass.const_expr(t.do_stages == 1):
-                self._load_do(ld, head_next, m_next, 0)
-        cute.arch.cp_async_commit_group()
+        self._load_next(ld, walk, it, next_pos, 0, 0, t.q_stages == 1, t.do_stages == 1, do_dk)
         if cutlass.const_expr(do_dk):
             self._dq_step(mm, ld, mask, walk, it, head, m_block)
+
+    @cute.jit
+    def _load_next(self, ld, walk, it, next_pos, q_stage, do_stage, q: cutlass.Constexpr, do: cutlass.Constexpr,
+                   with_delta: cutlass.Constexpr):
+        """Issue the next step's Q (+ LSE, delta) into buffer ``q_stage`` and/or dO into ``do_stage``, as one
+        commit group (none when neither is asked for). ``next_pos()`` gives the next step's (head, query tile);
+        it is traced inside the has-next branch, so whatever it computes there is live nowhere else."""
+        if cutlass.const_expr(q or do):
+            if it + 1 < walk.n_iter:
+                head_next, m_next = next_pos()
+                if cutlass.const_expr(q):
+                    self._load_q(ld, head_next, m_next, q_stage, with_delta)
+                if cutlass.const_expr(do):
+                    self._load_do(ld, head_next, m_next, do_stage)
+            cute.arch.cp_async_commit_group()
 
     @cute.jit
     def _dk_gemm(self, mm, acc, rdS, q_stage):

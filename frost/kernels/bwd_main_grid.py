@@ -139,13 +139,15 @@ class BwdMainGridKernel(BwdMainKernel):
         (only S reads it) after the P/dS barrier in a dV-only pass, dO (only dP) there in a dK + dQ pass, the
         other after one more barrier past the dV/dK GEMMs, overlapping dQ where there is one."""
         head, m_block = self._walk_pos(walk, it)
-        nxt = self._walk_next(walk, head, m_block)
+        nxt = self._walk_next(walk, head, m_block)  # once per step (derived at each load, d192 spills)
+        next_pos = lambda: nxt  # noqa: E731
         double = self.tile.q_stages == 2
         q_early, do_early = not double and not do_dk, not double and not do_dv
         do_lags = self._do_lags(do_dk)
         cute.arch.cp_async_wait_group(1 if do_lags else 0)
         cute.arch.sync_threads()  # this tile landed; every warp is done with the last tile's P, dS and buffers
-        self._load_next(ld, walk, it, nxt, 1 - stage if double else 0, double, double, do_dk)
+        stage_next = 1 - stage if double else 0
+        self._load_next(ld, walk, it, next_pos, stage_next, stage_next, double, double, do_dk)
 
         accP = self._probs(mm, mask, m_block, walk.n_block, stage, scale_log2)
         rdS = self._grad_scores(mm, accP, stage) if do_dk else None
@@ -159,7 +161,7 @@ class BwdMainGridKernel(BwdMainKernel):
         if cutlass.const_expr(do_dk):
             self._dq_release_prev(ld, walk, it, head, m_block)
         if cutlass.const_expr(q_early or do_early):
-            self._load_next(ld, walk, it, nxt, 0, q_early, do_early, do_dk)
+            self._load_next(ld, walk, it, next_pos, 0, 0, q_early, do_early, do_dk)
         if cutlass.const_expr(do_dv):
             cu.gemm_ss(mm.dkv, acc.dV, mm.cAt, mm.sPt, mm.rPt, mm.rPt_v, mm.cBt, mm.sdOt[None, None, None, stage],
                        mm.rdOt, mm.rdOt_v)
@@ -168,7 +170,7 @@ class BwdMainGridKernel(BwdMainKernel):
                        mm.sQt[None, None, None, stage], mm.rQt, mm.rQt_v)
         if cutlass.const_expr(not double):
             cute.arch.sync_threads()  # every warp is done with this tile's Q and dO
-            self._load_next(ld, walk, it, nxt, 0, not q_early, not do_early, do_dk)
+            self._load_next(ld, walk, it, next_pos, 0, 0, not q_early, not do_early, do_dk)
         if cutlass.const_expr(do_dk):
             self._dq_step(mm, ld, mask, walk, it, head, m_block)
 
@@ -176,20 +178,6 @@ class BwdMainGridKernel(BwdMainKernel):
         """A single-buffered dV-only pass refills dO last, after dV, but first reads it in dV: dO gets its own
         commit group and is waited for only at the P barrier, so that it lands while S runs."""
         return self.tile.q_stages == 1 and not do_dk
-
-    @cute.jit
-    def _load_next(self, ld, walk, it, nxt, stage: cutlass.Constexpr, q: cutlass.Constexpr,
-                   do: cutlass.Constexpr, with_delta: cutlass.Constexpr):
-        """Issue the next step's (``nxt`` = (head, query tile)) Q (+ LSE, delta) and/or dO into buffer
-        ``stage``, as one commit group."""
-        head_next, m_next = nxt
-        if cutlass.const_expr(q or do):
-            if it + 1 < walk.n_iter:
-                if cutlass.const_expr(q):
-                    self._load_q(ld, head_next, m_next, stage, with_delta)
-                if cutlass.const_expr(do):
-                    self._load_do(ld, head_next, m_next, stage)
-            cute.arch.cp_async_commit_group()
 
     @cute.jit
     def _probs(self, mm, mask, m_block, n_block, stage, scale_log2):
