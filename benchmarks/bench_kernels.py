@@ -2,6 +2,7 @@
 
     python3 benchmarks/bench_kernels.py [--dtype bfloat16] [--iters 20] [--variants d64_n64m64,...]
     python3 benchmarks/bench_kernels.py --features     # issue-6 features: GQA, sink, sliding window, deterministic
+    python3 benchmarks/bench_kernels.py --narrow-v     # 192/128 head dims: narrow V tiles vs V padded to 192
 
 B=4, H=16, S=4096, D=64/128, causal and not. Inputs are transposed views of BSHD memory (the layout both
 consume without copies). Backward FLOPs = 2.5 x forward, forward = 4*B*H*Sq*Skv*D, halved for causal.
@@ -28,22 +29,27 @@ def _time(fn, iters: int, warmup: int = 3) -> float:
 
 
 class Case:
-    def __init__(self, b, h, s, d, causal, dtype):
+    def __init__(self, b, h, s, d, causal, dtype, dv=None):
         self.b, self.h, self.s, self.d, self.causal, self.dtype = b, h, s, d, causal, dtype
+        self.dv = dv = dv or d
 
-        def bshd():
-            return torch.randn((b, s, h, d), device="cuda", dtype=dtype).transpose(1, 2)
+        def bshd(dim):
+            return torch.randn((b, s, h, dim), device="cuda", dtype=dtype).transpose(1, 2)
 
-        self.q, self.k, self.v, self.do = bshd(), bshd(), bshd(), bshd()
+        self.q, self.k, self.v, self.do = bshd(d), bshd(d), bshd(dv), bshd(dv)
         self.scale = 1 / math.sqrt(d)
         self.qg, self.kg, self.vg = (t.clone().requires_grad_() for t in (self.q, self.k, self.v))
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            self.out = F.scaled_dot_product_attention(self.qg, self.kg, self.vg, is_causal=causal, scale=self.scale)
-        # LSE of the same forward, from the flash op itself (natural log, fp32)
-        o, lse = torch.ops.aten._scaled_dot_product_flash_attention(self.q, self.k, self.v, is_causal=causal,
-                                                                    scale=self.scale)[:2]
-        self.o, self.lse = o, lse[..., :s]
-        self.flops = 2.5 * 4 * b * h * s * s * d * (0.5 if causal else 1.0)
+        if dv == d:
+            with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                self.out = F.scaled_dot_product_attention(self.qg, self.kg, self.vg, is_causal=causal,
+                                                          scale=self.scale)
+            # LSE of the same forward, from the flash op itself (natural log, fp32)
+            o, lse = torch.ops.aten._scaled_dot_product_flash_attention(self.q, self.k, self.v, is_causal=causal,
+                                                                        scale=self.scale)[:2]
+            self.o, self.lse = o, lse[..., :s]
+        else:  # timing only: realistic magnitudes are enough (flash needs equal head dims)
+            self.o, self.lse = torch.randn_like(self.do), torch.randn((b, h, s), device="cuda") + 8
+        self.flops = 2.5 * 2 * b * h * s * s * (d + dv) * (0.5 if causal else 1.0)
 
     def torch_grads(self):
         return torch.autograd.grad(self.out, (self.qg, self.kg, self.vg), self.do, retain_graph=True)
@@ -101,7 +107,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     from frost.kernels.compile import compile_kernels
 
     name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]
-    cfg = choose_config(name, case.d, case.d, causal, "top_left", detect_arch())
+    cfg = choose_config(name, case.d, getattr(case, "dv", case.d), causal, "top_left", detect_arch())
     bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.kernel_key, tile=tile))
     ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
           for n, x in workspace_regions(cfg, case.b, heads, case.s, case.s, heads_kv=heads_kv)}
@@ -112,6 +118,22 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
         return grads
 
     return run
+
+
+def bench_narrow_v(dtype, iters):
+    """192/128 head dims (DeepSeek-style MLA) at B4 H16 S4096: the served tile (128-wide V tiles) against the same
+    shape on the 192/192 tile (V padded to 192), frost only (torch's flash backend needs equal head dims)."""
+    from frost.kernels.tiles import tile_for
+
+    print(f"{'shape':>34} | {'narrow V ms':>11} {'padded V ms':>11} | padded / narrow | max|narrow-padded|")
+    for causal in (False, True):
+        case = Case(4, 16, 4096, 192, causal, dtype, dv=128)
+        narrow, padded = case.frost_fn(), case.frost_fn(tile_for(192, 192))
+        t_n, t_p = _time(narrow, iters), _time(padded, iters)
+        diff = max((a.float() - b.float()).abs().max().item() for a, b in zip(narrow(), [g.clone() for g in
+                                                                                         padded()]))
+        print(f"{'4,16,4096,192/128 causal=' + str(causal):>34} | {t_n:11.3f} {t_p:11.3f} | {t_p / t_n:14.3f}x | "
+              f"{diff:.2e}", flush=True)
 
 
 def bench_features(dtype, iters):
@@ -151,8 +173,12 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--variants", default="", help="comma-separated names from bench_variants.VARIANTS")
     ap.add_argument("--features", action="store_true", help="the issue-6 feature benchmarks only")
+    ap.add_argument("--narrow-v", action="store_true", help="192/128 head dims: narrow vs padded V tiles only")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
+    if args.narrow_v:
+        print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
+        return bench_narrow_v(dtype, args.iters)
     if args.features:
         print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
         return bench_features(dtype, args.iters)

@@ -50,12 +50,12 @@ class KernelConfig:
     causal: bool
     alignment: str             # "top_left" | "bottom_right" (anchors causal and band bounds)
     arch: str                  # "sm_120a" | "sm_121a" | "sm_90a"
-    head_dim_pad: int          # both head dims padded to this in shared memory (filled by choose_config)
-    tile: TileConfig           # main-kernel tile config (filled by choose_config)
+    head_dim_pad: int          # Q/K padded to this in shared memory (filled by choose_config)
+    tile: TileConfig           # main-kernel tile config (filled by choose_config; its dv_pad is V's width)
 
     @property
     def kernel_key(self) -> KernelKey:
-        return KernelKey(self.dtype, self.head_dim_pad, self.arch)
+        return KernelKey(self.dtype, self.head_dim_pad, self.arch, self.tile.head_dim_v_pad)
 
     @property
     def mask(self) -> MaskSpec:

@@ -56,6 +56,7 @@ class BwdMainKernel:
         self.tile = tile
         self.arch = arch
         self.N, self.M, self.D = tile.n_block, tile.m_block, tile.head_dim_pad
+        self.DV = tile.dv_pad  # V, dO and dV tiles (narrower than D only in the grid kernel)
         self.num_threads = tile.num_threads
         # (does dV, does dK + dQ) per walk over the query tiles
         self.passes = ((True, False), (False, True)) if tile.two_pass else ((True, True),)
@@ -109,8 +110,8 @@ class BwdMainKernel:
     def _smem_layouts(self):
         t, N, M, D = self.tile, self.N, self.M, self.D
         return SimpleNamespace(
-            K=cu.smem_tile_layout(N, D), V=cu.smem_tile_layout(N, D),
-            Q=cu.smem_tile_layout(M, D, t.q_stages), dO=cu.smem_tile_layout(M, D, t.do_stages),
+            K=cu.smem_tile_layout(N, D), V=cu.smem_tile_layout(N, self.DV),
+            Q=cu.smem_tile_layout(M, D, t.q_stages), dO=cu.smem_tile_layout(M, self.DV, t.do_stages),
             dSt=cu.smem_tile_layout(N, M))
 
     def _storage_cls(self, smem):
@@ -171,7 +172,7 @@ class BwdMainKernel:
         if cutlass.const_expr(first):
             cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim)
         if cutlass.const_expr(do_dk):
-            cu.load_tile_zfill(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
+            cu.load_tile_zfill(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
         if cutlass.const_expr(kv_apart):
             cute.arch.cp_async_commit_group()
         if walk.n_iter > 0:
@@ -216,19 +217,25 @@ class BwdMainKernel:
 
     @cute.jit
     def _gmem_views(self, mQ, mK, mV, mdK, mdV, batch, head_kv, n_block):
-        """The CTA's fixed KV-side tiles; the query side is sliced per (head, tile) by the loaders."""
-        N, M, D = self.N, self.M, self.D
+        """The CTA's fixed KV-side tiles; the query side is sliced per (head, tile) by the loaders. V-side tiles
+        are DV wide (the same objects as the K side's coordinates when DV == D)."""
+        N, M, D, DV = self.N, self.M, self.D, self.DV
         k_bh, v_bh = mK[batch, head_kv, None, None], mV[batch, head_kv, None, None]
         q_shape = mQ[batch, 0, None, None].shape
-        return SimpleNamespace(
+        g = SimpleNamespace(
             cQ=cute.local_tile(cute.make_identity_tensor(q_shape), (M, D), (None, 0)),
             gK=cute.local_tile(k_bh, (N, D), (n_block, 0)),
             cK=cute.local_tile(cute.make_identity_tensor(k_bh.shape), (N, D), (n_block, 0)),
-            gV=cute.local_tile(v_bh, (N, D), (n_block, 0)),
-            cV=cute.local_tile(cute.make_identity_tensor(v_bh.shape), (N, D), (n_block, 0)),
+            gV=cute.local_tile(v_bh, (N, DV), (n_block, 0)),
+            cV=cute.local_tile(cute.make_identity_tensor(v_bh.shape), (N, DV), (n_block, 0)),
             gdK=cute.local_tile(mdK[batch, head_kv, None, None], (N, D), (n_block, 0)),
-            gdV=cute.local_tile(mdV[batch, head_kv, None, None], (N, D), (n_block, 0)),
+            gdV=cute.local_tile(mdV[batch, head_kv, None, None], (N, DV), (n_block, 0)),
             cdKV=cute.local_tile(cute.make_identity_tensor(k_bh.shape), (N, D), (n_block, 0)))
+        g.cdV, g.cdO = g.cdKV, g.cQ
+        if cutlass.const_expr(DV != D):
+            g.cdV = cute.local_tile(cute.make_identity_tensor(v_bh.shape), (N, DV), (n_block, 0))
+            g.cdO = cute.local_tile(cute.make_identity_tensor(q_shape), (M, DV), (None, 0))
+        return g
 
     @cute.jit
     def _smem_tensors(self, smem: cutlass.Constexpr, storage_cls: cutlass.Constexpr):
@@ -250,23 +257,29 @@ class BwdMainKernel:
             LSE2=st.sLSE2.get_tensor(cute.make_layout((M, t.q_stages))),
             Delta=st.sDelta.get_tensor(cute.make_layout((M, t.q_stages))),
             LSE2_b=st.sLSE2.get_tensor(vec_b), Delta_b=st.sDelta.get_tensor(vec_b),
-            Qt=cu.transpose_view(sQ, M, D, t.q_stages), dOt=cu.transpose_view(sdO, M, D, t.do_stages),
+            Qt=cu.transpose_view(sQ, M, D, t.q_stages), dOt=cu.transpose_view(sdO, M, self.DV, t.do_stages),
             Kt=cu.transpose_view(sK, N, D))
 
     @cute.jit
     def _loaders(self, g, s, q_side, tidx, head_dim, head_dim_v, seqlen_q):
         copy = cu.make_gmem_copy(self.dtype, self.num_threads, self.D)
         thr = copy.get_slice(tidx)
+        copy_v, thr_v = copy, thr  # V and dO: DV columns
+        if cutlass.const_expr(self.DV != self.D):
+            copy_v = cu.make_gmem_copy(self.dtype, self.num_threads, self.DV)
+            thr_v = copy_v.get_slice(tidx)
         vec_atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
         vec_copy = cute.make_tiled_copy_tv(vec_atom, cute.make_layout(self.M // 4), cute.make_layout(4))
         vthr = vec_copy.get_slice(tidx % (self.M // 4))
         return SimpleNamespace(
-            copy=copy, thr=thr, vec_copy=vec_copy, vthr=vthr, tidx=tidx, head_dim=head_dim,
+            copy=copy, thr=thr, copy_v=copy_v, thr_v=thr_v, vec_copy=vec_copy, vthr=vthr, tidx=tidx,
+            head_dim=head_dim,
             head_dim_v=head_dim_v, seqlen_q=seqlen_q, qQ=q_side.Q, qdO=q_side.dO, qLSE2=q_side.LSE2,
             qDelta=q_side.Delta, qdQacc=q_side.dQacc, qSem=q_side.Sem, batch=q_side.batch,
-            tQsQ=thr.partition_D(s.Q), tQcQ=thr.partition_S(g.cQ), tdOsdO=thr.partition_D(s.dO),
+            tQsQ=thr.partition_D(s.Q), tQcQ=thr.partition_S(g.cQ), tdOsdO=thr_v.partition_D(s.dO),
+            tdOcdO=thr_v.partition_S(g.cdO),
             tKgK=thr.partition_S(g.gK), tKsK=thr.partition_D(s.K), tKcK=thr.partition_S(g.cK),
-            tVgV=thr.partition_S(g.gV), tVsV=thr.partition_D(s.V), tVcV=thr.partition_S(g.cV),
+            tVgV=thr_v.partition_S(g.gV), tVsV=thr_v.partition_D(s.V), tVcV=thr_v.partition_S(g.cV),
             tLsL=vthr.partition_D(s.LSE2), tDsD=vthr.partition_D(s.Delta))
 
     @cute.jit
@@ -305,7 +318,7 @@ class BwdMainKernel:
         shape = mm.thr_acc.partition_shape_C((self.N, self.D))
         acc = SimpleNamespace(dV=None, dK=None)
         if do_dv:
-            acc.dV = cute.make_rmem_tensor(shape, Float32)
+            acc.dV = cute.make_rmem_tensor(mm.thr_acc.partition_shape_C((self.N, self.DV)), Float32)
             acc.dV.fill(0.0)
         if do_dk:
             acc.dK = cute.make_rmem_tensor(shape, Float32)
@@ -314,9 +327,10 @@ class BwdMainKernel:
 
     # ------------------------------------------------------------------------------------------------ loads
     @cute.jit
-    def _q_tile(self, t: cute.Tensor, ld, head, m_block):
-        """The (M, D) tile ``m_block`` of query-side tensor ``t`` (B, H, S, D) for this batch and ``head``."""
-        return cute.local_tile(t[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
+    def _q_tile(self, t: cute.Tensor, ld, head, m_block, cols: cutlass.Constexpr = 0):
+        """The (M, cols) tile ``m_block`` (cols: D by default) of query-side tensor ``t`` (B, H, S, D) for this
+        batch and ``head``."""
+        return cute.local_tile(t[ld.batch, head, None, None], (self.M, cols or self.D), (m_block, 0))
 
     @cute.jit
     def _load_q(self, ld, head, m_block, stage, with_delta: cutlass.Constexpr):
@@ -339,8 +353,8 @@ class BwdMainKernel:
 
     @cute.jit
     def _load_do(self, ld, head, m_block, stage):
-        cu.load_tile_zfill(ld.copy, ld.thr.partition_S(self._q_tile(ld.qdO, ld, head, m_block)),
-                           ld.tdOsdO[None, None, None, stage], ld.tQcQ[None, None, None, m_block], ld.seqlen_q,
+        cu.load_tile_zfill(ld.copy_v, ld.thr_v.partition_S(self._q_tile(ld.qdO, ld, head, m_block, self.DV)),
+                           ld.tdOsdO[None, None, None, stage], ld.tdOcdO[None, None, None, m_block], ld.seqlen_q,
                            ld.head_dim_v)
 
     # ------------------------------------------------------------------------------------------------ one query tile
@@ -491,7 +505,8 @@ class BwdMainKernel:
         exact zeros in the accumulators, so padded rows come out as zeros."""
         coords = mm.thr_acc.partition_C(g.cdKV)
         if cutlass.const_expr(do_dv):
-            self._store_acc(cu.convert(acc.dV, self.dtype), mm.thr_acc.partition_C(g.gdV), coords, seqlen_kv,
+            coords_v = coords if self.DV == self.D else mm.thr_acc.partition_C(g.cdV)
+            self._store_acc(cu.convert(acc.dV, self.dtype), mm.thr_acc.partition_C(g.gdV), coords_v, seqlen_kv,
                             hdv)
         if cutlass.const_expr(do_dk):
             for i in cutlass.range_constexpr(cute.size(acc.dK)):

@@ -39,8 +39,8 @@ class BwdMainGridKernel(BwdMainKernel):
     def _smem_layouts(self):
         t, N, M, D = self.tile, self.N, self.M, self.D
         return SimpleNamespace(
-            K=cu.smem_tile_layout(N, D), V=cu.smem_tile_layout(N, D),
-            Q=cu.smem_tile_layout(M, D, t.q_stages), dO=cu.smem_tile_layout(M, D, t.do_stages),
+            K=cu.smem_tile_layout(N, D), V=cu.smem_tile_layout(N, self.DV),
+            Q=cu.smem_tile_layout(M, D, t.q_stages), dO=cu.smem_tile_layout(M, self.DV, t.do_stages),
             PdS=cu.smem_tile_layout(M, N, 2))
 
     def _storage_cls(self, smem):

@@ -1,6 +1,6 @@
 """Compile key -> the compiled backward (preprocess, main, dq convert behind one host entry) for one target arch.
 
-Only what changes the generated code is in the key: dtype, padded head dim (which fixes the tile config) and
+Only what changes the generated code is in the key: dtype, padded head dims (which fix the tile config) and
 arch. Batch, heads (and the GQA group), sequence lengths (full and per batch), logical head dims, strides, scale,
 the mask (band bounds, alignment), the sink and deterministic mode are runtime arguments (flags and pointers), so
 one compiled set serves every shape and feature combination of its key.
@@ -15,7 +15,7 @@ import threading
 from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
-from frost.kernels.tiles import TileConfig, tile_for_pad
+from frost.kernels.tiles import TileConfig, tile_for_pads
 
 DTYPES = ("float16", "bfloat16")
 
@@ -25,10 +25,11 @@ class KernelKey:
     dtype: str          # "float16" | "bfloat16"
     head_dim_pad: int
     arch: str           # "sm_120a" | "sm_121a" | "sm_90a"
+    head_dim_v_pad: int = 0  # 0: V padded like Q/K (tiles.tile_for_pads)
 
     @property
     def tile(self) -> TileConfig:
-        return tile_for_pad(self.head_dim_pad)
+        return tile_for_pads(self.head_dim_pad, self.head_dim_v_pad or self.head_dim_pad)
 
     def as_str(self) -> str:
         return f"frost.bwd.v3:{self.arch}:{self.dtype}:{tile_key(self.tile)}"
@@ -36,7 +37,7 @@ class KernelKey:
 
 def tile_key(t: TileConfig) -> str:
     """Every field of a tile config, compactly (the code generated depends on all of them)."""
-    return (f"d{t.head_dim_pad}:n{t.n_block}m{t.m_block}:s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}"
+    return (f"d{t.head_dim_pad}v{t.dv_pad}:n{t.n_block}m{t.m_block}:s{t.q_stages}{t.do_stages}:p{2 if t.two_pass else 1}"
             f":c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}:g{int(t.warp_grid)}:k{int(t.k_in_regs)}")
 
 

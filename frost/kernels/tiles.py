@@ -1,8 +1,10 @@
-"""Tile configurations of the backward main kernel, one per padded head dim.
+"""Tile configurations of the backward main kernel, one per padded head dim (and per narrower V pad in _TABLE_DV).
 
 Head dims are any multiple of 8 up to 256. Both head dims (QK and V) are padded to the same multiple of 32, the
-``head_dim_pad`` of the tile; the logical dims are runtime values (they only bound loads and stores), so all head
-dims that pad alike share one compiled kernel.
+``head_dim_pad`` of the tile, except where _TABLE_DV gives V tiles of their own width (192/128: the grid kernel
+with 128-wide V, dO and dV tiles, 1.16x faster than V padded to 192 on the H200, B4 H16 S4096, non-causal and
+causal); the logical dims are runtime values (they only bound loads and stores), so all head dims that pad alike
+share one compiled kernel.
 
 Why 32 key rows per warp at d64: every warp reads the whole Q and dO tile through ldmatrix (B operands of S^T,
 dP^T, dV and dK), so the shared-memory bytes per MMA fall as the rows a warp owns grow (each B fragment feeds two
@@ -53,6 +55,12 @@ class TileConfig:
     rows_per_warp: int = 16  # key rows per warp; 32 halves the shared-memory reads of Q/dO per MMA (see top)
     warp_grid: bool = False  # bwd_main_grid: 2-D warp tiles per GEMM, P and dS through smem, V in registers
     k_in_regs: bool = False  # rows kernel: each warp keeps its K rows (the A operand of S^T) in registers per pass
+    head_dim_v_pad: int = 0  # grid kernel: V/dO/dV tiles this wide when narrower than Q/K (0: head_dim_pad)
+
+    @property
+    def dv_pad(self) -> int:
+        """Width of the V, dO and dV tiles."""
+        return self.head_dim_v_pad or self.head_dim_pad
 
     @property
     def num_warps(self) -> int:
@@ -82,11 +90,11 @@ class TileConfig:
 
     def smem_bytes(self, elem_bytes: int = 2) -> int:
         """Shared memory of the main kernel as it allocates it (tiles 1024-byte aligned, row vectors 128)."""
-        d = self.head_dim_pad
+        d, dv = self.head_dim_pad, self.dv_pad
         bufs = [self.n_block * d * elem_bytes,                      # K
-                self.n_block * d * elem_bytes,                      # V
+                self.n_block * dv * elem_bytes,                     # V
                 self.m_block * d * elem_bytes * self.q_stages,     # Q
-                self.m_block * d * elem_bytes * self.do_stages,    # dO
+                self.m_block * dv * elem_bytes * self.do_stages,   # dO
                 self.n_block * self.m_block * elem_bytes]          # dS^T
         if self.warp_grid:  # V moves to registers; P and dS then share its buffer
             bufs[1] = max(bufs[1], 2 * bufs[4])
@@ -101,6 +109,9 @@ class TileConfig:
             (sm, sn), (kn, kd) = self.sdp_warps, self.dkv_warps
             assert sm * sn == kn * kd == GRID_WARPS and self.q_stages == self.do_stages
             assert self.n_block % (16 * sn) == 0 and d % (16 * kd) == 0 and self.m_block % 32 == 0
+            assert self.dv_pad in HEAD_DIM_PADS and self.dv_pad <= d and self.dv_pad % (16 * kd) == 0
+        else:
+            assert self.dv_pad == d, "the rows kernel pads V to the Q/K head dim"
         assert not (self.k_in_regs and self.warp_grid), "the grid kernel reads K from shared memory"
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
@@ -129,6 +140,15 @@ _TABLE = {
 }
 
 
+# Narrower V tiles where padding V to the Q/K head dim would waste a large share of the MMA work: (Q/K pad,
+# V pad) -> tile. 192/128 (DeepSeek-style MLA heads) padded to 192/192 does 15 % more MMA work (S, dK and dQ
+# are 192 wide, dP and dV 128).
+_TABLE_DV = {
+    (192, 128): TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
+                           warp_grid=True, head_dim_v_pad=128),
+}
+
+
 # Built and checked by the compile gate, timed by benchmarks/bench_variants.py, not served: the 2-D warp-grid
 # kernel (bwd_main_grid) measured 0.65-0.68x FA2 at d128 on the H200 against the rows kernel's 0.72-0.74x
 # (non-causal; docs/performance.md). It is served at d192 and d256 (see the top of this file).
@@ -151,16 +171,28 @@ def pad_head_dim(head_dim: int) -> int:
 def tile_for(head_dim_qk: int, head_dim_v: int) -> TileConfig:
     if head_dim_v > head_dim_qk:
         raise ValueError(f"head_dim_v {head_dim_v} > head_dim_qk {head_dim_qk} is not served")
-    pad_head_dim(head_dim_v)
-    return _TABLE[pad_head_dim(head_dim_qk)]
+    return tile_for_pads(pad_head_dim(head_dim_qk), pad_head_dim(head_dim_v))
+
+
+def served_pads() -> tuple[tuple[int, int], ...]:
+    """Every (Q/K pad, V pad) with a tile of its own (one compiled kernel set each, per dtype and arch)."""
+    return tuple((d, d) for d in HEAD_DIM_PADS) + tuple(_TABLE_DV)
 
 
 def all_tiles() -> tuple[TileConfig, ...]:
-    return tuple(_TABLE[d] for d in HEAD_DIM_PADS)
+    return tuple(tile_for_pads(*p) for p in served_pads())
 
 
-def tile_for_pad(head_dim_pad: int) -> TileConfig:
+def tile_for_pads(head_dim_pad: int, head_dim_v_pad: int | None = None) -> TileConfig:
+    """The tile of a padded head-dim pair: its own where _TABLE_DV has one, else the Q/K pad's (V padded up)."""
+    tile = _TABLE_DV.get((head_dim_pad, head_dim_v_pad))
+    if tile is not None:
+        return tile
     try:
         return _TABLE[head_dim_pad]
     except KeyError:
         raise ValueError(f"no tile config for padded head dim {head_dim_pad}; have {HEAD_DIM_PADS}") from None
+
+
+def tile_for_pad(head_dim_pad: int) -> TileConfig:
+    return tile_for_pads(head_dim_pad)

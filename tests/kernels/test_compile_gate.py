@@ -3,10 +3,11 @@ checks the machine code (one cubin per set: the preprocess, main and dQ-convert 
 the SASS has HMMA (mma.sync) and LDSM (ldmatrix); no kernel uses local memory (no spills, no stack frame); the
 main kernel's shared memory fits the SM120 limit (99 KB).
 
-The served set is small by design: the compiled code depends only on (dtype, padded head dim, arch) -- logical
+The served set is small by design: the compiled code depends only on (dtype, padded head dims, arch) -- logical
 head dims, sequence lengths (full and per batch), strides, the mask (band bounds, alignment), the GQA group, the
-sink and deterministic mode are runtime values -- so 2 dtypes x 8 padded head dims x 2 archs = 32 kernel sets
-cover every head dim (multiple of 8, <= 256, Dv <= Dqk) and feature combination. The unserved 2-D warp-grid
+sink and deterministic mode are runtime values -- so 2 dtypes x 9 padded head-dim pairs (the 8 pads, V padded
+like Q/K, plus 192/128 with narrower V tiles: tiles.served_pads) x 2 archs = 36 kernel sets cover every head dim
+(multiple of 8, <= 256, Dv <= Dqk) and feature combination. The unserved 2-D warp-grid
 kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked too. Compiles run in parallel processes (one
 per CPU).
 
@@ -45,9 +46,10 @@ def _builds():
     """(key, tile override, label): every served set, plus the unserved grid-kernel variants (bf16) so that code
     keeps building too."""
     from frost.kernels.compile import DTYPES, KernelKey
-    from frost.kernels.tiles import GRID_VARIANTS, HEAD_DIM_PADS
+    from frost.kernels.tiles import GRID_VARIANTS, served_pads
 
-    served = [(KernelKey(dt, d, arch), None, "") for arch in ARCHS for dt in DTYPES for d in HEAD_DIM_PADS]
+    served = [(KernelKey(dt, d, arch, 0 if dv == d else dv), None, "") for arch in ARCHS for dt in DTYPES
+              for d, dv in served_pads()]
     variants = [(KernelKey("bfloat16", t.head_dim_pad, arch), t, name) for arch in ARCHS
                 for name, t in GRID_VARIANTS.items()]
     return served, variants
@@ -59,7 +61,7 @@ def _build(item, outdir):
 
     key, tile, label = item
     ks = compile_kernels(key, keep_cubin=True, tile=tile)
-    path = os.path.join(outdir, f"{key.arch}_{key.dtype}_d{key.head_dim_pad}{label}.cubin")
+    path = os.path.join(outdir, f"{key.arch}_{key.dtype}_d{key.head_dim_pad}v{key.head_dim_v_pad}{label}.cubin")
     with open(path, "wb") as f:
         f.write(ks.cubins["backward"])
     return key, label, ks.main_smem_bytes, path
@@ -98,7 +100,7 @@ def test_compile_gate():
         built = list(pool.map(_build, items, [tmp] * len(items)))
         problems = []
         for key, label, smem, cubin in built:
-            tag = f"{key.arch}/{key.dtype}/d{key.head_dim_pad}{label}"
+            tag = f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{label}"
             resources = _resources(cuobjdump, cubin)
             if set(resources) != {"preprocess", "main", "dq_convert"}:
                 problems.append(f"{tag}: kernels {sorted(resources)} in the cubin, expected the three")
@@ -113,4 +115,4 @@ def test_compile_gate():
             if "main" in resources and smem + resources["main"]["SHARED"] > SMEM_LIMIT:
                 problems.append(f"{tag} main: shared memory {smem} + {resources['main']['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)
-    assert len(served) == 2 * 2 * 8 and len(built) == len(items)
+    assert len(served) == 2 * 2 * 9 and len(built) == len(items)

@@ -97,6 +97,9 @@ BITWISE_CASES = {
     "grid_2pass": Case(b=2, hq=4, hkv=2, sq=300, skv=350, dqk=256, dv=256, causal=True, alignment=BR,
                        band_left=200, seq_len_q=[300, 170], seq_len_kv=[350, 300], sink=-1.0, deterministic=True,
                        seed=6),
+    # the grid kernel with V tiles narrower than Q/K (192/128)
+    "grid_narrow_v": Case(b=2, hq=8, hkv=2, sq=500, skv=450, dqk=192, dv=128, causal=True, alignment=BR,
+                          seq_len_q=[500, 377], seq_len_kv=[450, 301], sink=0.7, deterministic=True, seed=9),
 }
 
 
@@ -147,10 +150,14 @@ def _bits(t):
 @pytest.mark.parametrize("det", (False, True), ids=("default", "deterministic"))
 def test_sanitizer_features(det):
     """Small GQA + padding + band + sink configuration for compute-sanitizer (memcheck / racecheck): one head
-    dim per main-kernel tile family (rows kernel with 8/4 warps and one/two passes, the warp-grid kernel)."""
+    dim per main-kernel tile family (rows kernel with 8/4 warps and one/two passes, the warp-grid kernel, with V
+    as wide as Q/K and narrower)."""
     run_cases([Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
                     band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
-                    seed=d) for d in (64, 128, 192, 256)])
+                    seed=d) for d in (64, 128, 192, 256)]
+              + [Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=192, dv=128, causal=True, alignment=BR, band_left=40,
+                      band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
+                      seed=7)])
 
 
 def test_bad_runtime_inputs():
