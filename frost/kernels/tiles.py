@@ -44,7 +44,7 @@ GRID_WARPS = 8  # warps of a warp_grid tile (16 warps at 128 registers measured 
 
 @dataclass(frozen=True)
 class TileConfig:
-    head_dim_pad: int   # Q/K/V/dO tiles are head_dim_pad wide in shared memory (zero-filled past the logical dim)
+    head_dim_pad: int   # Q/K (and V/dO unless head_dim_v_pad) tiles are this wide in smem (zero-filled past the dim)
     n_block: int        # key/value rows owned by one CTA (rows_per_warp per warp: each warp owns whole rows of S^T)
     m_block: int        # query rows per step of the walk
     q_stages: int       # shared-memory buffers for Q (+ LSE, delta); 2 = next tile loads during this one
