@@ -66,6 +66,11 @@ class EntryKey:
         return EntryKey(self.compile_key, self.arch, self.compiler, self.frost or code_version(),
                         self.cutlass or package_version("nvidia-cutlass-dsl"))
 
+    def group_dirs(self) -> tuple[str, str]:
+        """The (frost-*, cutlass-*) directory names of this key's group (see cache_groups)."""
+        k = self.resolved()
+        return f"frost-{k.frost}", f"cutlass-{k.cutlass}"
+
 
 def default_root() -> Path:
     """FROST_CACHE_DIR, else $XDG_CACHE_HOME/frost, else ~/.cache/frost."""
@@ -89,7 +94,7 @@ class DiskCache:
     def path(self, key: EntryKey) -> Path:
         k = key.resolved()
         digest = hashlib.sha256(k.compile_key.encode()).hexdigest()[:40]
-        return self.root / f"frost-{k.frost}" / f"cutlass-{k.cutlass}" / k.arch / k.compiler / f"{digest}.bin"
+        return self.root.joinpath(*k.group_dirs(), k.arch, k.compiler, f"{digest}.bin")
 
     def load(self, key: EntryKey) -> bytes | None:
         """The payload, or None when absent; a bad entry is logged and removed."""
@@ -164,7 +169,7 @@ class CacheGroup:
 
 def cache_groups(root: Path) -> list[CacheGroup]:
     """Every frost-*/cutlass-* directory under ``root`` with its entry count and bytes (nothing else is looked at)."""
-    current = (f"frost-{code_version()}", f"cutlass-{package_version('nvidia-cutlass-dsl')}")
+    current = EntryKey("", "", "").group_dirs()   # this frost's code and cutlass-dsl
     groups = []
     for frost_dir in sorted(Path(root).glob("frost-*")):
         for cutlass_dir in sorted(frost_dir.glob("cutlass-*")):
@@ -184,4 +189,3 @@ def remove_groups(root: Path, stale_only: bool) -> list[CacheGroup]:
         if frost_dir.is_dir() and not any(frost_dir.iterdir()):
             frost_dir.rmdir()
     return [g for g in doomed if not g.path.exists()]
-
