@@ -29,7 +29,7 @@ class KernelKey:
 
     @property
     def tile(self) -> TileConfig:
-        return tile_for_pads(self.head_dim_pad, self.head_dim_v_pad or self.head_dim_pad)
+        return tile_for_pads(self.head_dim_pad, self.head_dim_v_pad)
 
     def as_str(self) -> str:
         return f"frost.bwd.v3:{self.arch}:{self.dtype}:{tile_key(self.tile)}"

@@ -32,7 +32,7 @@ against 0.74x."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from frost.kernels.arch import SMEM_LIMIT_BYTES
 
@@ -144,8 +144,7 @@ _TABLE = {
 # V pad) -> tile. 192/128 (DeepSeek-style MLA heads) padded to 192/192 does 15 % more MMA work (S, dK and dQ
 # are 192 wide, dP and dV 128).
 _TABLE_DV = {
-    (192, 128): TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
-                           warp_grid=True, head_dim_v_pad=128),
+    (192, 128): replace(_TABLE[192], head_dim_v_pad=128),
 }
 
 
@@ -183,8 +182,9 @@ def all_tiles() -> tuple[TileConfig, ...]:
     return tuple(tile_for_pads(*p) for p in served_pads())
 
 
-def tile_for_pads(head_dim_pad: int, head_dim_v_pad: int | None = None) -> TileConfig:
-    """The tile of a padded head-dim pair: its own where _TABLE_DV has one, else the Q/K pad's (V padded up)."""
+def tile_for_pads(head_dim_pad: int, head_dim_v_pad: int = 0) -> TileConfig:
+    """The tile of a padded head-dim pair: its own where _TABLE_DV has one, else the Q/K pad's (V padded up; 0:
+    the same pad)."""
     tile = _TABLE_DV.get((head_dim_pad, head_dim_v_pad))
     if tile is not None:
         return tile
@@ -192,7 +192,3 @@ def tile_for_pads(head_dim_pad: int, head_dim_v_pad: int | None = None) -> TileC
         return _TABLE[head_dim_pad]
     except KeyError:
         raise ValueError(f"no tile config for padded head dim {head_dim_pad}; have {HEAD_DIM_PADS}") from None
-
-
-def tile_for_pad(head_dim_pad: int) -> TileConfig:
-    return tile_for_pads(head_dim_pad)
