@@ -55,13 +55,18 @@ def _builds():
     return served, variants
 
 
+def _tag(key, label: str) -> str:
+    """arch/dtype/d<Q/K pad>v<V pad><label>: how a built set is named in file names and problems."""
+    return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{label}"
+
+
 def _build(item, outdir):
     """Child process: compile one kernel set, write its cubin; return (key, label, main smem bytes, cubin path)."""
     from frost.kernels.compile import compile_kernels
 
     key, tile, label = item
     ks = compile_kernels(key, keep_cubin=True, tile=tile)
-    path = os.path.join(outdir, f"{key.arch}_{key.dtype}_d{key.head_dim_pad}v{key.head_dim_v_pad}{label}.cubin")
+    path = os.path.join(outdir, _tag(key, label).replace("/", "_") + ".cubin")
     with open(path, "wb") as f:
         f.write(ks.cubins["backward"])
     return key, label, ks.main_smem_bytes, path
@@ -100,7 +105,7 @@ def test_compile_gate():
         built = list(pool.map(_build, items, [tmp] * len(items)))
         problems = []
         for key, label, smem, cubin in built:
-            tag = f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{label}"
+            tag = _tag(key, label)
             resources = _resources(cuobjdump, cubin)
             if set(resources) != {"preprocess", "main", "dq_convert"}:
                 problems.append(f"{tag}: kernels {sorted(resources)} in the cubin, expected the three")
