@@ -173,6 +173,7 @@ def main():
     ap.add_argument("--variants", default="", help="comma-separated names from bench_variants.VARIANTS")
     ap.add_argument("--features", action="store_true", help="the issue-6 feature benchmarks only")
     ap.add_argument("--narrow-v", action="store_true", help="192/128 head dims: narrow vs padded V tiles only")
+    ap.add_argument("--head-dims", default="64,128", help="comma-separated head dims (Q/K = V) to time against FA2")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     if args.narrow_v:
@@ -189,7 +190,8 @@ def main():
     print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
     print(f"{'B':>2} {'H':>3} {'S':>5} {'D':>4} {'causal':>6} {'config':>18} | {'FA2 TF/s':>9} {'frost TF/s':>10} | "
           f"{'FA2 ms':>7} {'frost ms':>8} | {'ratio':>6} | max|frost-FA2|")
-    for d in sorted({64, 128} | {t.head_dim_pad for t in variants.values()}):
+    head_dims = {int(d) for d in args.head_dims.split(",")}
+    for d in sorted(head_dims | {t.head_dim_pad for t in variants.values()}):
         for causal in (False, True):
             case = Case(4, 16, 4096, d, causal, dtype)
             t_t = case.time_torch(args.iters)

@@ -47,19 +47,26 @@ CUTE_SM120 = Capability(
     gqa=True, padding=True, sink=True, deterministic=True,
     needs_head_dim_contiguous=True, needs_16b_strides=True, max_smem_bytes=99 * 1024,
     # the kernels' mask arithmetic is 32-bit (offsets up to ~2^29), and so are the offsets into one head's fp32
-    # dQ accumulator (seq_q rounded up to 128 rows x head dim rounded up to 32 columns)
+    # dQ accumulator (seq_q rounded up to 128 rows x head dim padded as the kernels pad it: acc_cols)
     max_seq=1 << 28, max_acc_elements=(1 << 31) - 1,
     description="CuTe-DSL mma.sync + ldmatrix kernels for the SM120 class (built for sm_90a on Hopper)",
 )
 
-ACC_ROW_PAD, ACC_COL_PAD = 128, 32   # how cute_sm120 pads the dQ accumulator (kernels.rowwise / kernels.tiles)
+ACC_ROW_PAD = 128   # how cute_sm120 pads the dQ accumulator's rows (kernels.rowwise.SEQ_PAD)
+# ... and its columns: to the kernels' padded head dims (kernels.tiles.HEAD_DIM_PADS; a test keeps them equal)
+ACC_COL_PADS = (32, 64, 80, 96, 128, 160, 192, 224, 256)
+
+
+def acc_cols(head_dim_qk: int) -> int:
+    """Columns of one row of cute_sm120's fp32 dQ accumulator at this head dim."""
+    return next((p for p in ACC_COL_PADS if p >= head_dim_qk), -(-head_dim_qk // 32) * 32)
 
 
 def max_seq_q(cap: Capability, head_dim_qk: int) -> int | None:
     """The longest query sequence ``cap`` serves at this head dim (None: no limit)."""
     limits = [cap.max_seq] if cap.max_seq is not None else []
     if cap.max_acc_elements is not None:
-        cols = -(-head_dim_qk // ACC_COL_PAD) * ACC_COL_PAD
+        cols = acc_cols(head_dim_qk)
         limits.append(cap.max_acc_elements // cols // ACC_ROW_PAD * ACC_ROW_PAD)
     return min(limits) if limits else None
 

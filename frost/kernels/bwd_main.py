@@ -57,6 +57,10 @@ class BwdMainKernel:
         self.arch = arch
         self.N, self.M, self.D = tile.n_block, tile.m_block, tile.head_dim_pad
         self.DV = tile.dv_pad  # V, dO and dV tiles (narrower than D only in the grid kernel)
+        # threads that load a Q / dO tile (fewer than all where a 64-row tile cannot take them: cu.copy_threads)
+        self.q_threads = cu.copy_threads(tile.num_threads, self.M, self.D)
+        self.do_threads = cu.copy_threads(tile.num_threads, self.M, self.DV)
+        assert all(cu.copy_threads(tile.num_threads, self.N, c) == tile.num_threads for c in (self.D, self.DV)), tile
         self.num_threads = tile.num_threads
         # (does dV, does dK + dQ) per walk over the query tiles
         self.passes = ((True, False), (False, True)) if tile.two_pass else ((True, True),)
@@ -126,7 +130,7 @@ class BwdMainKernel:
         # S^T, dP^T, dV and dK share one warp layout (warps along key rows): that is what lets P^T and dS^T be
         # reused from the accumulator registers as A operands.
         kv = cute.make_tiled_mma(op, (w, 1, 1), permutation_mnk=(w * 16, 16, 16))
-        dq = cute.make_tiled_mma(op, (wm, wd, 1), permutation_mnk=(wm * 16, wd * 16, 16))
+        dq = cute.make_tiled_mma(op, (wm, wd, 1), permutation_mnk=(wm * 16, wd * self.tile.dq_col_step, 16))
         return SimpleNamespace(kv=kv, dq=dq)
 
     # ------------------------------------------------------------------------------------------------ the kernel
@@ -268,16 +272,24 @@ class BwdMainKernel:
         if cutlass.const_expr(self.DV != self.D):
             copy_v = cu.make_gmem_copy(self.dtype, self.num_threads, self.DV)
             thr_v = copy_v.get_slice(tidx)
+        copy_q, thr_q, copy_do, thr_do = copy, thr, copy_v, thr_v  # Q and dO tiles (M rows)
+        if cutlass.const_expr(self.q_threads < self.num_threads):
+            copy_q = cu.make_gmem_copy(self.dtype, self.q_threads, self.D)
+            thr_q = copy_q.get_slice(tidx % self.q_threads)
+        if cutlass.const_expr(self.do_threads < self.num_threads):
+            copy_do = cu.make_gmem_copy(self.dtype, self.do_threads, self.DV)
+            thr_do = copy_do.get_slice(tidx % self.do_threads)
         vec_atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
         vec_copy = cute.make_tiled_copy_tv(vec_atom, cute.make_layout(self.M // 4), cute.make_layout(4))
         vthr = vec_copy.get_slice(tidx % (self.M // 4))
         return SimpleNamespace(
-            copy=copy, thr=thr, copy_v=copy_v, thr_v=thr_v, vec_copy=vec_copy, vthr=vthr, tidx=tidx,
+            copy=copy, copy_v=copy_v, copy_q=copy_q, thr_q=thr_q, copy_do=copy_do, thr_do=thr_do,
+            vec_copy=vec_copy, vthr=vthr, tidx=tidx,
             head_dim=head_dim,
             head_dim_v=head_dim_v, seqlen_q=seqlen_q, qQ=q_side.Q, qdO=q_side.dO, qLSE2=q_side.LSE2,
             qDelta=q_side.Delta, qdQacc=q_side.dQacc, qSem=q_side.Sem, batch=q_side.batch,
-            tQsQ=thr.partition_D(s.Q), tQcQ=thr.partition_S(g.cQ), tdOsdO=thr_v.partition_D(s.dO),
-            tdOcdO=thr_v.partition_S(g.cdO),
+            tQsQ=thr_q.partition_D(s.Q), tQcQ=thr_q.partition_S(g.cQ), tdOsdO=thr_do.partition_D(s.dO),
+            tdOcdO=thr_do.partition_S(g.cdO),
             tKgK=thr.partition_S(g.gK), tKsK=thr.partition_D(s.K), tKcK=thr.partition_S(g.cK),
             tVgV=thr_v.partition_S(g.gV), tVsV=thr_v.partition_D(s.V), tVcV=thr_v.partition_S(g.cV),
             tLsL=vthr.partition_D(s.LSE2), tDsD=vthr.partition_D(s.Delta))
@@ -292,7 +304,10 @@ class BwdMainKernel:
         cB = cute.make_tiled_copy_B(ldsm, kv).get_slice(tidx)
         cBt = cute.make_tiled_copy_B(ldsm_t, kv).get_slice(tidx)
         cAq = cute.make_tiled_copy_A(ldsm_t, dq).get_slice(tidx)
-        cBq = cute.make_tiled_copy_B(ldsm_t, dq).get_slice(tidx)
+        # K^T, 16 or 8 columns per warp and MMA step (tiles.dq_col_step): ldmatrix.x4 or .x2
+        ldsm_kt = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=True, num_matrices=self.tile.dq_col_step // 4),
+                                      self.dtype)
+        cBq = cute.make_tiled_copy_B(ldsm_kt, dq).get_slice(tidx)
         rK = thr_kv.make_fragment_A(thr_kv.partition_A(s.K))
         rV = thr_kv.make_fragment_A(thr_kv.partition_A(s.V))
         rQ = thr_kv.make_fragment_B(thr_kv.partition_B(s.Q[None, None, 0]))
@@ -334,9 +349,10 @@ class BwdMainKernel:
 
     @cute.jit
     def _load_q(self, ld, head, m_block, stage, with_delta: cutlass.Constexpr):
-        cu.load_tile_zfill(ld.copy, ld.thr.partition_S(self._q_tile(ld.qQ, ld, head, m_block)),
-                           ld.tQsQ[None, None, None, stage], ld.tQcQ[None, None, None, m_block], ld.seqlen_q,
-                           ld.head_dim)
+        cu.load_tile_zfill_by(self.q_threads, self.num_threads, ld.tidx, ld.copy_q,
+                              ld.thr_q.partition_S(self._q_tile(ld.qQ, ld, head, m_block)),
+                              ld.tQsQ[None, None, None, stage], ld.tQcQ[None, None, None, m_block], ld.seqlen_q,
+                              ld.head_dim)
         # (no helper call taking ``ld`` inside the runtime branch: the tracer would thread all of ld through it)
         vec_copy, lse_src = ld.vec_copy, ld.vthr.partition_S(self._row_vec(ld.qLSE2, ld, head, m_block))
         delta_src = ld.vthr.partition_S(self._row_vec(ld.qDelta, ld, head, m_block))
@@ -353,9 +369,10 @@ class BwdMainKernel:
 
     @cute.jit
     def _load_do(self, ld, head, m_block, stage):
-        cu.load_tile_zfill(ld.copy_v, ld.thr_v.partition_S(self._q_tile(ld.qdO, ld, head, m_block, self.DV)),
-                           ld.tdOsdO[None, None, None, stage], ld.tdOcdO[None, None, None, m_block], ld.seqlen_q,
-                           ld.head_dim_v)
+        cu.load_tile_zfill_by(self.do_threads, self.num_threads, ld.tidx, ld.copy_do,
+                              ld.thr_do.partition_S(self._q_tile(ld.qdO, ld, head, m_block, self.DV)),
+                              ld.tdOsdO[None, None, None, stage], ld.tdOcdO[None, None, None, m_block], ld.seqlen_q,
+                              ld.head_dim_v)
 
     # ------------------------------------------------------------------------------------------------ one query tile
     @cute.jit

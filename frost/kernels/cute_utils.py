@@ -138,6 +138,25 @@ def load_tile_zfill(tiled_copy: cute.TiledCopy, t_src: cute.Tensor, t_dst: cute.
                 t_dst[None, m, k].fill(0)
 
 
+def copy_threads(num_threads: int, rows: int, cols: int) -> int:
+    """Threads that take part in a 16-bit make_gmem_copy of a (rows, cols) tile: its thread layout is (threads /
+    chunks, chunks) with ``chunks`` 16-byte chunks per swizzle-atom row, so more than rows x chunks threads would
+    reach past the tile (80 columns: 16-column atoms, 2 chunks, so a 64-row tile takes 128 threads)."""
+    return min(num_threads, rows * (swizzle_atom_cols(cols) // 8))
+
+
+@cute.jit
+def load_tile_zfill_by(n_threads: cutlass.Constexpr, all_threads: cutlass.Constexpr, tidx, tiled_copy: cute.TiledCopy,
+                       t_src: cute.Tensor, t_dst: cute.Tensor, t_coord: cute.Tensor, row_limit: Int32,
+                       col_limit: Int32):
+    """load_tile_zfill by the first ``n_threads`` threads of the CTA (all of them when that is every thread)."""
+    if cutlass.const_expr(n_threads < all_threads):
+        if tidx < n_threads:
+            load_tile_zfill(tiled_copy, t_src, t_dst, t_coord, row_limit, col_limit)
+    else:
+        load_tile_zfill(tiled_copy, t_src, t_dst, t_coord, row_limit, col_limit)
+
+
 def make_gmem_copy(dtype, num_threads: int, cols: int, async_copy: bool = True) -> cute.TiledCopy:
     """128-bit per thread tiled copy for (rows, cols) tiles with cols contiguous."""
     elems = 128 // dtype.width

@@ -1,7 +1,7 @@
 """Tile configurations of the backward main kernel, one per padded head dim (and per narrower V pad in _TABLE_DV).
 
-Head dims are any multiple of 8 up to 256. Both head dims (QK and V) are padded to the same multiple of 32, the
-``head_dim_pad`` of the tile, except where _TABLE_DV gives V tiles of their own width (192/128: the grid kernel
+Head dims are any multiple of 8 up to 256. Both head dims (QK and V) are padded to the same served pad
+(HEAD_DIM_PADS: the multiples of 32, and 80), the ``head_dim_pad`` of the tile, except where _TABLE_DV gives V tiles of their own width (192/128: the grid kernel
 with 128-wide V, dO and dV tiles, 1.16x faster than V padded to 192 on the H200, B4 H16 S4096, non-causal and
 causal); the logical dims are runtime values (they only bound loads and stores), so all head dims that pad alike
 share one compiled kernel.
@@ -28,7 +28,13 @@ needed two passes of 4 warps (dK and dV of 16 rows at d192 do not fit together).
 two passes, single-buffered (64 x 256 dK and dV together with V in registers spill): 0.45x/0.44x -> 0.55x/0.57x
 (0.53x/0.53x before dO got its own commit group in the dV pass, see bwd_main_grid._do_lags). Two CTAs per SM at
 d128 (n64 m16, 47 KB) measured 0.62x-0.64x against n128 m32's 0.74x, and d96 n64 m32 (two CTAs) 0.70x-0.71x
-against 0.74x."""
+against 0.74x.
+
+Eighth session: head dims 72 and 80 (DiT/PixArt, Phi-2) pad to 80 instead of 96, on an n128 m64 double-buffered
+tile with K in registers. 80 columns do not split into 16-column dQ warp slices over 8 warps' 5 x 16 columns, so
+that tile's dQ GEMM steps 8 columns per warp (dq_col_step: ldmatrix.x2 K^T operands), and its 64-row Q/dO tiles
+are loaded by 128 threads (cute_utils.copy_threads). vs FA2 (which runs both as 96), non-causal/causal: d72
+1.07x/1.17x and d80 1.09x/1.19x, where the d96 tile they used before measures 0.75x/0.88x at d96."""
 
 from __future__ import annotations
 
@@ -38,7 +44,7 @@ from frost.kernels.arch import SMEM_LIMIT_BYTES
 
 HEAD_DIM_MULTIPLE = 8
 HEAD_DIM_MAX = 256
-HEAD_DIM_PADS = (32, 64, 96, 128, 160, 192, 224, 256)
+HEAD_DIM_PADS = (32, 64, 80, 96, 128, 160, 192, 224, 256)
 GRID_WARPS = 8  # warps of a warp_grid tile (16 warps at 128 registers measured slower still: 0.58x FA2 at d128)
 
 
@@ -79,6 +85,12 @@ class TileConfig:
         return wm, self.num_warps // wm
 
     @property
+    def dq_col_step(self) -> int:
+        """Columns of one warp's slice of a dQ chunk per tiled-MMA step: 16 (ldmatrix.x4 K^T operands) or, where
+        the chunk does not split into 16-column slices per warp (d80), 8 (ldmatrix.x2)."""
+        return 16 if self.dq_chunk % (16 * self.dq_warps[1]) == 0 else 8
+
+    @property
     def sdp_warps(self) -> tuple[int, int]:
         """warp_grid only: (warps along query rows, warps along keys) of S = Q.K^T and dP = dO.V^T."""
         return self.m_block // 16, GRID_WARPS // (self.m_block // 16)
@@ -115,7 +127,7 @@ class TileConfig:
         assert not (self.k_in_regs and self.warp_grid), "the grid kernel reads K from shared memory"
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
-        assert d % self.dq_chunk == 0 and self.dq_chunk % (16 * wd) == 0
+        assert d % self.dq_chunk == 0 and self.dq_chunk % (self.dq_col_step * wd) == 0
         # a dQ chunk must not start inside a swizzle atom of the K tile (swizzle_atom_cols): a 32-wide
         # chunk of d=64's 64-wide atoms gave wrong dQ on the H200 (d64_r32_s11_c32 in bench_variants, 2026-11-29)
         assert self.dq_chunk % swizzle_atom_cols(d) == 0, "dq_chunk splits a swizzle atom"
@@ -127,6 +139,8 @@ _TABLE = {
                    rows_per_warp=32),
     64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
                    rows_per_warp=32),
+    80: TileConfig(80, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=80,
+                   k_in_regs=True),
     96: TileConfig(96, n_block=128, m_block=64, q_stages=1, do_stages=1, two_pass=False, dq_chunk=96,
                    k_in_regs=True),
     128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=128,
@@ -162,9 +176,10 @@ def swizzle_atom_cols(cols: int) -> int:
 
 
 def pad_head_dim(head_dim: int) -> int:
+    """The smallest served pad that holds ``head_dim``."""
     if head_dim <= 0 or head_dim % HEAD_DIM_MULTIPLE or head_dim > HEAD_DIM_MAX:
         raise ValueError(f"head dim {head_dim}: need a positive multiple of {HEAD_DIM_MULTIPLE} <= {HEAD_DIM_MAX}")
-    return -(-head_dim // 32) * 32
+    return next(p for p in HEAD_DIM_PADS if p >= head_dim)
 
 
 def tile_for(head_dim_qk: int, head_dim_v: int) -> TileConfig:

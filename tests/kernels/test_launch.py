@@ -121,17 +121,17 @@ def test_with_config_shares_kernels_only_within_a_compile_key():
 
 @pytest.mark.parametrize("d, limit", [(256, 8_388_480), (128, 16_777_088), (64, 33_554_304)])
 def test_bind_refuses_sequences_past_the_accumulator_offsets(d, limit):
-    """One head's fp32 dQ accumulator holds seq_q (rounded up to 128) x head dim (rounded up to 32) elements with
+    """One head's fp32 dQ accumulator holds seq_q (rounded up to 128) x padded head dim (acc_cols) elements with
     32-bit offsets: the bind refuses longer query sequences with a TensorError naming the tensor and the limit,
     at the same limit the probe declines with (seq_len_max)."""
-    from frost.analyzer.capability import ACC_COL_PAD, ACC_ROW_PAD, CUTE_SM120, max_seq_q
+    from frost.analyzer.capability import ACC_COL_PADS, ACC_ROW_PAD, CUTE_SM120, acc_cols, max_seq_q
     from frost.errors import TensorError
     from frost.kernels import rowwise
     from frost.kernels.api import CompiledBackward
-    from frost.kernels.tiles import tile_for
+    from frost.kernels.tiles import HEAD_DIM_PADS, tile_for
 
-    assert ACC_ROW_PAD == rowwise.SEQ_PAD
-    assert tile_for(d - 8, d - 8).head_dim_pad == -(-(d - 8) // ACC_COL_PAD) * ACC_COL_PAD
+    assert ACC_ROW_PAD == rowwise.SEQ_PAD and ACC_COL_PADS == HEAD_DIM_PADS
+    assert all(tile_for(h, h).head_dim_pad == acc_cols(h) for h in range(8, 257, 8))
     assert max_seq_q(CUTE_SM120, d) == limit and (limit + ACC_ROW_PAD) * d > (1 << 31) - 1 >= limit * d
     bwd = CompiledBackward(choose_config("bfloat16", d, d, True, "top_left", "sm_90a"), _recording_kernels({}))
     bwd.bind(Problem(1, 1, 1, limit, 64, 1.0))   # the limit itself binds
