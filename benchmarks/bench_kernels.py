@@ -13,6 +13,7 @@ import argparse
 import math
 import os
 import sys
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -108,6 +109,8 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
 
     name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]
     cfg = choose_config(name, case.d, case.dv, causal, "top_left", detect_arch())
+    if tile is not None:  # the variant's pad sizes the dQ accumulator (it may pad wider than the served tile)
+        cfg = replace(cfg, head_dim_pad=tile.head_dim_pad, tile=tile)
     bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.kernel_key, tile=tile))
     ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
           for n, x in workspace_regions(cfg, case.b, heads, case.s, case.s, heads_kv=heads_kv)}
