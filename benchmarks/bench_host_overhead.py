@@ -5,9 +5,12 @@ What is measured: the cute_sm120 engine's whole host path per call -- checking e
 launcher -- with a no-op kernel behind the compiler seam (frost.lowering.FakeCompiler). Outputs and workspace are
 passed in, so the call allocates nothing. What is not: the kernels' own host work (CuTe argument marshalling and
 the CUDA launches, measured by the kernel benchmarks) and GPU time. With --real on a GPU the real CuteCompiler is
-used instead, so the number then includes the bound launch (one TVM-FFI call that launches the three kernels;
-host time only: calls run in bursts with an untimed synchronisation in between), and two parts are timed alone:
-the bound launch (frost.kernels.launch.Launch) and the checked public entry (CompiledBackward.__call__).
+used instead, so the number then includes the bound launch (one TVM-FFI call that launches the three kernels,
+or from the second call with the same tensors one CUDA-graph launch of them: kernels.graph_replay; host time only:
+calls run in bursts with an untimed synchronisation in between), and three parts are timed alone: the bound launch
+(frost.kernels.launch.Launch) with graph replay and without, and the checked public entry
+(CompiledBackward.__call__, which binds per call, so it never replays). FROST_GRAPH_REPLAY=0 times plan.execute
+without replay.
 
     python benchmarks/bench_host_overhead.py [--device cpu|cuda] [--calls 20000] [--real]
 """
@@ -79,7 +82,7 @@ def measure(device: str = "cpu", calls: int = 20000, real: bool = False) -> dict
 def _kernel_entry_us(tensors: dict, device: str, calls: int) -> dict[str, float]:
     """The real kernels' two entries alone: a Launch bound to the plan's problem, and the checked public call."""
     from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
-    from frost.kernels.launch import Problem
+    from frost.kernels.launch import Launch, Problem
 
     q, k, v, o, do, lse = (tensors[n] for n in ("q", "k", "v", "o", "do", "lse"))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -88,9 +91,11 @@ def _kernel_entry_us(tensors: dict, device: str, calls: int) -> dict[str, float]
     bwd = compile_backward(cfg)
     ws = {n: torch.empty(max(nb, 16), dtype=torch.uint8, device=device)
           for n, nb in workspace_regions(cfg, b, h, sq, skv)}
-    launch = bwd.bind(Problem(b, h, k.shape[1], sq, skv, d ** -0.5))
+    problem = Problem(b, h, k.shape[1], sq, skv, d ** -0.5)
+    launch, direct = bwd.bind(problem), Launch(bwd.kernels, cfg, problem, graph_replay=False)
     args = (q, k, v, o, do, lse, dq, dk, dv)
     return {"launch_us": _per_call_us(lambda: launch(*args, ws), calls),
+            "launch_direct_us": _per_call_us(lambda: direct(*args, ws), calls),
             "checked_call_us": _per_call_us(lambda: bwd(*args, scale=d ** -0.5, workspace=ws), calls)}
 
 
@@ -125,8 +130,12 @@ def main() -> None:
     print(f"frost.sdpa_backward (functional, allocates its outputs; GPU only): {r['functional_us']:.2f} us/call")
     print(f"engine {r['engine']}, kernels compiled {r['kernels_compiled']}")
     if "launch_us" in r:
-        print(f"timed alone: the bound launch (3 kernel launches) {r['launch_us']:.2f} us/call; the checked public "
-              f"entry CompiledBackward.__call__ {r['checked_call_us']:.2f} us/call")
+        from frost.kernels.graph_replay import replay_enabled
+
+        replay = "graph replay" if replay_enabled() else "FROST_GRAPH_REPLAY=0: no replay"
+        print(f"timed alone: the bound launch {r['launch_us']:.2f} us/call ({replay}), "
+              f"{r['launch_direct_us']:.2f} us/call (3 kernel launches); the checked public entry "
+              f"CompiledBackward.__call__ {r['checked_call_us']:.2f} us/call")
 
 
 if __name__ == "__main__":

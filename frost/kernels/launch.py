@@ -1,7 +1,8 @@
 """The backward's hot path. Everything that depends only on the problem (sizes, scale, mask bounds, feature flags)
 is packed once into a Launch; a call then only reads pointers and strides off the tensors and calls the compiled
 backward once (chain.BackwardChain through TVM-FFI: pointers as ints, the stream as a raw handle; see compile.py),
-which launches the three kernels.
+which launches the three kernels. On a CUDA device a call whose arguments repeat replays a CUDA graph of those
+launches instead (graph_replay: one graph launch, the same work).
 
 A Launch checks nothing: its caller has checked the tensors (CompiledBackward.__call__ does; the engine relies on
 the lowering's executor, which checks every tensor against the plan before it runs the engine)."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from frost.kernels import rowwise
+from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
 from frost.kernels.preprocess import LOG2_E
 
@@ -48,7 +50,7 @@ class Launch:
     sink=None, dsink=None)`` enqueues the backward of one Problem. ``workspace`` maps the region names of
     api.workspace_regions to tensors (only their addresses are read); ``dsink`` may be any buffer of >= 4*Hq bytes."""
 
-    def __init__(self, kernels, cfg, p: Problem):
+    def __init__(self, kernels, cfg, p: Problem, graph_replay: bool | None = None):
         mask = MaskSpec(cfg.causal, cfg.alignment, p.band_left, p.band_right)
         left, right = mask.bounds()
         flags, scale = _flags(mask, p), float(p.scale)
@@ -60,6 +62,9 @@ class Launch:
                       cfg.head_dim_v)
         self.tail = (scale, scale * LOG2_E, left, right, flags)
         self.current_stream = _current_stream_getter()
+        # None: FROST_GRAPH_REPLAY decides (on unless "0")
+        use_graphs = replay_enabled() if graph_replay is None else graph_replay
+        self.replay = GraphReplay(lambda args, stream: self.backward(*args, stream)) if use_graphs else None
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
                  sink=None, dsink=None) -> None:
@@ -73,12 +78,16 @@ class Launch:
         sq = delta if seq_len_q is None else seq_len_q.data_ptr()
         skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
         sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
-        self.backward(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
-                      dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
-                      workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
-                      workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, *self.sizes,
-                      *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
-                      *lse.stride(), *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3], *self.tail, s)
+        args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
+                dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
+                workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
+                workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, *self.sizes,
+                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
+                *lse.stride(), *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3], *self.tail)
+        if self.replay is not None and q.is_cuda:
+            self.replay(args, s)
+        else:
+            self.backward(*args, s)
 
 
 def _raw_stream(stream) -> int:
