@@ -7,7 +7,8 @@ import platform
 from importlib import metadata
 
 PACKAGES = ("torch", "nvidia-cutlass-dsl", "flash-attn-4", "quack-kernels", "apache-tvm-ffi", "frost-sdpa")
-ENV_VARS = ("FLASH_ATTENTION_ARCH", "FLASH_ATTENTION_NUM_SMS", "CUTE_DSL_ARCH", "CUDA_VISIBLE_DEVICES", "FROST_GRAPH_REPLAY")
+ENV_VARS = ("FLASH_ATTENTION_ARCH", "FLASH_ATTENTION_NUM_SMS", "CUTE_DSL_ARCH", "CUDA_VISIBLE_DEVICES",
+            "FROST_GRAPH_REPLAY")
 
 
 def versions() -> dict[str, str | None]:
