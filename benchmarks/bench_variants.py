@@ -42,4 +42,7 @@ VARIANTS = {
     "d256_grid_2p_c64": TileConfig(256, 64, 32, 1, 1, True, 64, warp_grid=True),
     "d256_grid_2p_c256": TileConfig(256, 64, 32, 1, 1, True, 256, warp_grid=True),
     "d64_grid": TileConfig(64, 64, 64, 2, 2, False, 64, warp_grid=True),
+    # 32-row query tiles with the whole 96-wide dQ chunk: 8-column dQ warp slices (dq_col_step) make it legal
+    "d96_n128m32_c96_kreg": TileConfig(96, 128, 32, 2, 2, False, 96, k_in_regs=True),
+    "d96_n128m32_q2d1_c96_kreg": TileConfig(96, 128, 32, 2, 1, False, 96, k_in_regs=True),
 }
