@@ -172,8 +172,9 @@ class Executor:
         return device
 
     def _workspace(self, workspace, device) -> tuple[dict, ...]:
-        """Region views of the caller's buffer. Views of the last buffer are reused while that same tensor object
-        comes back at the same address (the common loop); they are dropped when the caller drops the buffer."""
+        """Region views (workspace.RegionView) of the caller's buffer. Views of the last buffer are reused while
+        that same tensor object comes back at the same address (the common loop); they are dropped when the caller
+        drops the buffer."""
         if workspace is None:
             if self.workspace_size == 0:
                 return self.no_views

@@ -21,8 +21,9 @@ class KernelLaunch:
 class Lowering:
     """What an engine makes of one op: launches, workspace requests (name, nbytes), and the function that runs it.
 
-    `run(tensors, workspace, stream)` gets the bound tensors by graph name and this op's workspace views by region
-    name; it must not allocate when the engine promises an allocation-free path."""
+    `run(tensors, workspace, stream)` gets the bound tensors by graph name and this op's workspace regions by
+    region name (workspace.RegionView: an address; ``.tensor()`` for the bytes); it must not allocate when the
+    engine promises an allocation-free path."""
 
     kernels: tuple[KernelLaunch, ...]
     workspace: tuple[tuple[str, int], ...]

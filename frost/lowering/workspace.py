@@ -46,6 +46,29 @@ def pack(requests: list[tuple[str, int]]) -> WorkspaceLayout:
     return WorkspaceLayout(tuple(regions), offset)
 
 
-def carve(buffer, regions: tuple[Region, ...]) -> dict[str, object]:
-    """Byte views of `buffer` (a 1-D uint8 tensor), one per region; views only, nothing is allocated on the device."""
-    return {r.name: buffer[r.offset:r.offset + r.nbytes] for r in regions}
+class RegionView:
+    """One region of a workspace buffer as an engine sees it: its address, and its bytes as a tensor view made only
+    when asked for. The kernels need only addresses, and slicing a tensor costs several microseconds of host time
+    per region, which a call that allocates its workspace (the functional API) would pay every time."""
+
+    __slots__ = ("buffer", "offset", "nbytes", "_address")
+
+    def __init__(self, buffer, offset: int, nbytes: int, base: int):
+        self.buffer, self.offset, self.nbytes, self._address = buffer, offset, nbytes, base + offset
+
+    def data_ptr(self) -> int:
+        return self._address
+
+    def tensor(self):
+        """The region's bytes: a uint8 view of the buffer (no copy)."""
+        return self.buffer[self.offset:self.offset + self.nbytes]
+
+    def zero_(self) -> "RegionView":
+        self.tensor().zero_()
+        return self
+
+
+def carve(buffer, regions: tuple[Region, ...]) -> dict[str, RegionView]:
+    """The regions of `buffer` (a 1-D uint8 tensor); nothing is allocated or sliced."""
+    base = buffer.data_ptr()
+    return {r.name: RegionView(buffer, r.offset, r.nbytes, base) for r in regions}

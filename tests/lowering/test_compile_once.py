@@ -30,7 +30,7 @@ class Recording(FakeCompiler):
                 def launch(*args, **optional):   # q k v o do lse dq dk dv, workspace views, stream
                     tensors, workspace = args[:9], args[9]
                     calls.append(([tuple(t.shape) for t in tensors], problem.scale,
-                                  {n: v.numel() for n, v in workspace.items()}))
+                                  {n: v.nbytes for n, v in workspace.items()}))
                 return launch
 
         return Bound()

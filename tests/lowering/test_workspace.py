@@ -14,8 +14,12 @@ def test_regions_are_256_byte_aligned_and_disjoint():
 
 def test_carve_gives_views_not_copies():
     layout = pack([("a", 10), ("b", 300)])
-    buf = torch.zeros(layout.size, dtype=torch.uint8)
+    buf = torch.zeros(layout.size + 64, dtype=torch.uint8)[64:]    # a buffer that does not start its storage
     views = carve(buf, layout.regions)
-    views["b"].fill_(7)
-    assert views["b"].numel() == 300 and int(buf[layout.region("b").offset]) == 7
-    assert views["b"].untyped_storage().data_ptr() == buf.untyped_storage().data_ptr()
+    b = layout.region("b")
+    assert views["b"].data_ptr() == buf.data_ptr() + b.offset and views["a"].data_ptr() == buf.data_ptr()
+    views["b"].tensor().fill_(7)
+    assert views["b"].tensor().numel() == 300 and int(buf[b.offset]) == 7 and int(buf[b.offset + 300]) == 0
+    assert views["b"].tensor().untyped_storage().data_ptr() == buf.untyped_storage().data_ptr()
+    views["b"].zero_()
+    assert int(buf.sum()) == 0
