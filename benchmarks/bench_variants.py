@@ -45,4 +45,9 @@ VARIANTS = {
     # 32-row query tiles with the whole 96-wide dQ chunk: 8-column dQ warp slices (dq_col_step) make it legal
     "d96_n128m32_c96_kreg": TileConfig(96, 128, 32, 2, 2, False, 96, k_in_regs=True),
     "d96_n128m32_q2d1_c96_kreg": TileConfig(96, 128, 32, 2, 1, False, 96, k_in_regs=True),
+    # pad 48 (head dims 40 and 48): the d64, d32 and d80 tile shapes
+    "d48_r32_s11": TileConfig(48, 128, 32, 1, 1, False, 48, rows_per_warp=32),
+    "d48_r32_s22": TileConfig(48, 128, 32, 2, 2, False, 48, rows_per_warp=32),
+    "d48_r32_m64": TileConfig(48, 128, 64, 2, 2, False, 48, rows_per_warp=32),
+    "d48_m64_kreg": TileConfig(48, 128, 64, 2, 2, False, 48, k_in_regs=True),
 }

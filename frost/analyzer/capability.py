@@ -54,7 +54,7 @@ CUTE_SM120 = Capability(
 
 ACC_ROW_PAD = 128   # how cute_sm120 pads the dQ accumulator's rows (kernels.rowwise.SEQ_PAD)
 # ... and its columns: to the kernels' padded head dims (kernels.tiles.HEAD_DIM_PADS; a test keeps them equal)
-ACC_COL_PADS = (32, 64, 80, 96, 128, 160, 192, 224, 256)
+ACC_COL_PADS = (32, 48, 64, 80, 96, 128, 160, 192, 224, 256)
 
 
 def acc_cols(head_dim_qk: int) -> int:

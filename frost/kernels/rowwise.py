@@ -13,7 +13,10 @@ CHUNK = 8      # 16-bit elements per 16-byte access
 
 
 def threads_per_row(head_dim_pad: int) -> int:
-    return min(8, head_dim_pad // CHUNK)
+    """A power of two (the lanes of a row meet in a butterfly, quad_sum), at most 8 and at most the row's chunks:
+    48 columns (6 chunks) take 4 threads, 2 chunk slots each."""
+    chunks = min(8, head_dim_pad // CHUNK)
+    return 1 << (chunks.bit_length() - 1)
 
 
 class RowwiseKernel:

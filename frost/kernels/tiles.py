@@ -1,7 +1,7 @@
 """Tile configurations of the backward main kernel, one per padded head dim (and per narrower V pad in _TABLE_DV).
 
 Head dims are any multiple of 8 up to 256. Both head dims (QK and V) are padded to the same served pad
-(HEAD_DIM_PADS: the multiples of 32, and 80), the ``head_dim_pad`` of the tile, except where _TABLE_DV gives V tiles of their own width (192/128: the grid kernel
+(HEAD_DIM_PADS: the multiples of 32, and 48 and 80), the ``head_dim_pad`` of the tile, except where _TABLE_DV gives V tiles of their own width (192/128: the grid kernel
 with 128-wide V, dO and dV tiles, 1.16x faster than V padded to 192 on the H200, B4 H16 S4096, non-causal and
 causal); the logical dims are runtime values (they only bound loads and stores), so all head dims that pad alike
 share one compiled kernel.
@@ -36,7 +36,11 @@ that tile's dQ GEMM steps 8 columns per warp (dq_col_step: ldmatrix.x2 K^T opera
 are loaded by 128 threads (cute_utils.copy_threads). vs FA2 (which runs both as 96), non-causal/causal: d72
 1.07x/1.17x and d80 1.09x/1.19x, where the d96 tile they used before measures 0.75x/0.88x at d96. The 8-column
 slices also let d96 take 32-row query tiles with its whole 96-wide dQ chunk over 2 x 4 dQ warps: n128 m32, Q
-double-buffered, 0.75x/0.88x -> 0.79x/0.92x (n128 m32 with dO double-buffered too: 0.77x/0.91x)."""
+double-buffered, 0.75x/0.88x -> 0.79x/0.92x (n128 m32 with dO double-buffered too: 0.77x/0.91x). Head dims 40
+and 48 (Stable Diffusion 1.x's first-level heads are 40) pad to 48 instead of 64, on the d64 tile's shape (n128
+m32, 32 key rows per warp, two 45.5 KB CTAs per SM) double-buffered: at d48 2.485/1.310 ms on the d64 tile ->
+1.979/1.055 ms (1.26x/1.24x; single-buffered 2.011/1.080 ms; the d80 shape n128 m64 with K in registers
+2.419/1.290 ms)."""
 
 from __future__ import annotations
 
@@ -46,7 +50,7 @@ from frost.kernels.arch import SMEM_LIMIT_BYTES
 
 HEAD_DIM_MULTIPLE = 8
 HEAD_DIM_MAX = 256
-HEAD_DIM_PADS = (32, 64, 80, 96, 128, 160, 192, 224, 256)
+HEAD_DIM_PADS = (32, 48, 64, 80, 96, 128, 160, 192, 224, 256)
 GRID_WARPS = 8  # warps of a warp_grid tile (16 warps at 128 registers measured slower still: 0.58x FA2 at d128)
 
 
@@ -138,6 +142,8 @@ class TileConfig:
 
 _TABLE = {
     32: TileConfig(32, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32,
+                   rows_per_warp=32),
+    48: TileConfig(48, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=48,
                    rows_per_warp=32),
     64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
                    rows_per_warp=32),

@@ -5,8 +5,8 @@ main kernel's shared memory fits the SM120 limit (99 KB).
 
 The served set is small by design: the compiled code depends only on (dtype, padded head dims, arch) -- logical
 head dims, sequence lengths (full and per batch), strides, the mask (band bounds, alignment), the GQA group, the
-sink and deterministic mode are runtime values -- so 2 dtypes x 10 padded head-dim pairs (the 9 pads, V padded
-like Q/K, plus 192/128 with narrower V tiles: tiles.served_pads) x 2 archs = 40 kernel sets cover every head dim
+sink and deterministic mode are runtime values -- so 2 dtypes x 11 padded head-dim pairs (the 10 pads, V padded
+like Q/K, plus 192/128 with narrower V tiles: tiles.served_pads) x 2 archs = 44 kernel sets cover every head dim
 (multiple of 8, <= 256, Dv <= Dqk) and feature combination. The unserved 2-D warp-grid
 kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked too. Compiles run in parallel processes (one
 per CPU).
@@ -120,4 +120,4 @@ def test_compile_gate():
             if "main" in resources and smem + resources["main"]["SHARED"] > SMEM_LIMIT:
                 problems.append(f"{tag} main: shared memory {smem} + {resources['main']['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)
-    assert len(served) == 2 * 2 * 10 and len(built) == len(items)
+    assert len(served) == 2 * 2 * 11 and len(built) == len(items)

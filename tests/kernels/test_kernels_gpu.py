@@ -13,7 +13,7 @@ from kernel_oracle import check_case as check_feature_case  # noqa: E402
 pytestmark = pytest.mark.gpu
 
 DTYPES = ("float16", "bfloat16")
-HEAD_DIMS = (32, 40, 64, 72, 80, 96, 128, 160, 192, 256)
+HEAD_DIMS = (32, 40, 48, 64, 72, 80, 96, 128, 160, 192, 256)
 MASKS = (("none", False, "top_left"), ("tl", True, "top_left"), ("br", True, "bottom_right"))
 # (B, H, Sq, Skv): tails (S = 1, 77, 1000), Sq != Skv both ways, fully masked rows under bottom-right (Sq > Skv)
 SHAPES = ((2, 3, 77, 77), (1, 2, 1, 77), (1, 2, 77, 1), (2, 2, 130, 1000), (1, 2, 1000, 515))
@@ -56,8 +56,8 @@ def test_dv_smaller_than_dqk(dims):
 @pytest.mark.parametrize("alignment", ("top_left", "bottom_right"))
 def test_sanitizer_case(alignment):
     """Small tail shape for compute-sanitizer (memcheck / racecheck) runs: every kernel, both alignments."""
-    for d in (64, 80, 96, 128, 224, 192, 256):  # rows kernel: 4/8 warps, M 32/64, 1/2 passes, 8-column dQ warp
-        # slices (d80); grid kernel: 1/2 passes
+    for d in (48, 64, 80, 96, 128, 224, 192, 256):  # rows kernel: 4/8 warps, M 32/64, 1/2 passes, 8-column dQ
+        # warp slices (d48, d80, d96), Q/dO loaded by fewer threads (d48, d80); grid kernel: 1/2 passes
         check_case("bfloat16", d, d, True, alignment, (1, 2, 77, 100), seed=11)
         check_case("float16", d, d, True, alignment, (1, 1, 100, 77), seed=12)
     check_case("bfloat16", 192, 128, True, alignment, (1, 2, 77, 100), seed=13)  # grid kernel, narrower V tiles
