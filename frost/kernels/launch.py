@@ -61,7 +61,7 @@ class Launch:
         self.sizes = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, seq_pad(p.seq_q), cfg.head_dim_qk,
                       cfg.head_dim_v)
         self.tail = (scale, scale * LOG2_E, left, right, flags)
-        self.current_stream = _current_stream_getter()
+        self.current_stream, self.current_device = _current_stream_getter(), _current_device_getter()
         # None: FROST_GRAPH_REPLAY decides (on unless "0")
         use_graphs = replay_enabled() if graph_replay is None else graph_replay
         self.replay = GraphReplay(lambda args, stream: self.backward(*args, stream)) if use_graphs else None
@@ -84,7 +84,8 @@ class Launch:
                 workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, *self.sizes,
                 *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
                 *lse.stride(), *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3], *self.tail)
-        if self.replay is not None and q.is_cuda:
+        # graphs are captured in the current device's context: replay only when the tensors live there
+        if self.replay is not None and q.is_cuda and q.get_device() == self.current_device():
             self.replay(args, s)
         else:
             self.backward(*args, s)
@@ -102,3 +103,10 @@ def _current_stream_getter():
 
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     return raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
+
+
+def _current_device_getter():
+    """() -> torch's current CUDA device index."""
+    import torch
+
+    return getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
