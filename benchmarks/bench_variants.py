@@ -45,6 +45,10 @@ VARIANTS = {
     # 32-row query tiles with the whole 96-wide dQ chunk: 8-column dQ warp slices (dq_col_step) make it legal
     "d96_n128m32_c96_kreg": TileConfig(96, 128, 32, 2, 2, False, 96, k_in_regs=True),
     "d96_n128m32_q2d1_c96_kreg": TileConfig(96, 128, 32, 2, 1, False, 96, k_in_regs=True),
+    # d160 (Stable Diffusion 1.x's third-level heads): the whole 160-wide dQ chunk, dO double-buffered, both
+    "d160_c160": TileConfig(160, 64, 32, 2, 1, False, 160),
+    "d160_d2": TileConfig(160, 64, 32, 2, 2, False, 32),
+    "d160_d2_c160": TileConfig(160, 64, 32, 2, 2, False, 160),
     # pad 48 (head dims 40 and 48): the d64, d32 and d80 tile shapes
     "d48_r32_s11": TileConfig(48, 128, 32, 1, 1, False, 48, rows_per_warp=32),
     "d48_r32_s22": TileConfig(48, 128, 32, 2, 2, False, 48, rows_per_warp=32),
