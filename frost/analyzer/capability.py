@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 class HeadDims:
     multiple_of: int = 1
     max: int | None = None
+    pads: tuple[int, ...] = ()   # the widths the engine computes at: a head dim runs padded up to the next one
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,9 @@ REFERENCE = Capability(
 # Start at what the kernels serve today; widen it only in the change that makes a kernel serve more.
 CUTE_SM120 = Capability(
     engine="cute_sm120", targets=("sm_120", "sm_121", "sm_90"),
-    dtypes=("float16", "bfloat16"), head_dim=HeadDims(multiple_of=8, max=256), dv_le_dqk=True,
+    dtypes=("float16", "bfloat16"), dv_le_dqk=True,
+    # the kernels' padded head dims (kernels.tiles.HEAD_DIM_PADS; a test keeps them equal)
+    head_dim=HeadDims(multiple_of=8, max=256, pads=(32, 48, 64, 80, 96, 128, 160, 192, 224, 256)),
     masks=("none", "causal", "band"), alignments=("top_left", "bottom_right"),
     gqa=True, padding=True, sink=True, deterministic=True,
     needs_head_dim_contiguous=True, needs_16b_strides=True, max_smem_bytes=99 * 1024,
@@ -53,8 +56,7 @@ CUTE_SM120 = Capability(
 )
 
 ACC_ROW_PAD = 128   # how cute_sm120 pads the dQ accumulator's rows (kernels.rowwise.SEQ_PAD)
-# ... and its columns: to the kernels' padded head dims (kernels.tiles.HEAD_DIM_PADS; a test keeps them equal)
-ACC_COL_PADS = (32, 48, 64, 80, 96, 128, 160, 192, 224, 256)
+ACC_COL_PADS = CUTE_SM120.head_dim.pads  # ... and its columns: to the kernels' padded head dims
 
 
 def acc_cols(head_dim_qk: int) -> int:

@@ -25,6 +25,8 @@ def _list(items: tuple[str, ...]) -> str:
 def _head_dims(c: Capability) -> str:
     parts = [f"multiple of {c.head_dim.multiple_of}" if c.head_dim.multiple_of > 1 else "any",
              f"<= {c.head_dim.max}" if c.head_dim.max is not None else "no maximum"]
+    if c.head_dim.pads:
+        parts.append(f"computed padded up to the next of {', '.join(map(str, c.head_dim.pads))}")
     return ", ".join(parts)
 
 
