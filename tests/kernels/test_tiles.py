@@ -1,4 +1,5 @@
-"""Tile configs as data (no GPU, no cutlass): every field reaches the compile key."""
+"""Tile configs as data (no GPU): every field reaches the compile key, head dims pad to served tiles, copies and
+row splits fit their tiles."""
 
 import dataclasses
 
@@ -36,3 +37,46 @@ def test_narrow_v_tiles():
     rows = TileConfig(128, 128, 32, 2, 1, False, 128, head_dim_v_pad=64)
     with pytest.raises(AssertionError, match="rows kernel pads V"):
         rows.check()
+
+
+@pytest.mark.parametrize("head_dim, pad", [(8, 32), (32, 32), (40, 48), (48, 48), (56, 64), (72, 80), (80, 80),
+                                           (88, 96), (136, 160), (200, 224), (256, 256)])
+def test_head_dims_pad_to_the_smallest_served_pad(head_dim, pad):
+    """40/48 and 72/80 have tiles of their own (48 and 80 wide); the rest pad to a multiple of 32."""
+    from frost.kernels.tiles import pad_head_dim, tile_for
+
+    assert pad_head_dim(head_dim) == pad and tile_for(head_dim, head_dim).head_dim_pad == pad
+
+
+@pytest.mark.parametrize("head_dim", [0, 12, 264])
+def test_unserved_head_dims_are_refused(head_dim):
+    from frost.kernels.tiles import pad_head_dim
+
+    with pytest.raises(ValueError, match=f"head dim {head_dim}: need a positive multiple of 8 <= 256"):
+        pad_head_dim(head_dim)
+
+
+def test_row_split_of_the_rowwise_kernels_covers_every_pad():
+    """The preprocess and dQ conversion split a row over a power of two of threads (a butterfly sums their
+    partials) whose chunk slots cover the row: 48 columns (6 chunks) take 4 threads with 2 slots each."""
+    from frost.kernels.rowwise import CHUNK, chunks_per_thread, threads_per_row
+    from frost.kernels.tiles import HEAD_DIM_PADS
+
+    for pad in HEAD_DIM_PADS:
+        tpr, chunks = threads_per_row(pad), pad // CHUNK
+        assert tpr & (tpr - 1) == 0 and tpr <= min(8, chunks) < 2 * tpr, pad
+        assert tpr * chunks_per_thread(pad) >= chunks > tpr * (chunks_per_thread(pad) - 1), pad
+    assert (threads_per_row(48), chunks_per_thread(48)) == (4, 2)
+
+
+def test_copy_threads_never_reach_past_a_tile():
+    """A 16-bit global->shared copy lays its threads (threads / chunks, chunks) over a tile, chunks being the
+    16-byte chunks of a swizzle-atom row: a 64-row, 80-column tile (2 chunks) takes 128 threads, not 256."""
+    from frost.kernels.cute_utils import copy_threads
+    from frost.kernels.tiles import all_tiles, swizzle_atom_cols
+
+    assert (copy_threads(256, 64, 80), copy_threads(128, 32, 48), copy_threads(256, 32, 128)) == (128, 64, 256)
+    for t in all_tiles():
+        for rows, cols in ((t.m_block, t.head_dim_pad), (t.m_block, t.dv_pad), (t.n_block, t.head_dim_pad)):
+            n = copy_threads(t.num_threads, rows, cols)
+            assert n <= t.num_threads and n // (swizzle_atom_cols(cols) // 8) <= rows, (t, rows, cols)
