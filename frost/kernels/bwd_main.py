@@ -266,19 +266,11 @@ class BwdMainKernel:
 
     @cute.jit
     def _loaders(self, g, s, q_side, tidx, head_dim, head_dim_v, seqlen_q):
-        copy = cu.make_gmem_copy(self.dtype, self.num_threads, self.D)
-        thr = copy.get_slice(tidx)
-        copy_v, thr_v = copy, thr  # V and dO: DV columns
-        if cutlass.const_expr(self.DV != self.D):
-            copy_v = cu.make_gmem_copy(self.dtype, self.num_threads, self.DV)
-            thr_v = copy_v.get_slice(tidx)
-        copy_q, thr_q, copy_do, thr_do = copy, thr, copy_v, thr_v  # Q and dO tiles (M rows)
-        if cutlass.const_expr(self.q_threads < self.num_threads):
-            copy_q = cu.make_gmem_copy(self.dtype, self.q_threads, self.D)
-            thr_q = copy_q.get_slice(tidx % self.q_threads)
-        if cutlass.const_expr(self.do_threads < self.num_threads):
-            copy_do = cu.make_gmem_copy(self.dtype, self.do_threads, self.DV)
-            thr_do = copy_do.get_slice(tidx % self.do_threads)
+        copies = {}   # one tiled copy (and thread slice) per distinct (threads, cols)
+        copy, thr = self._gmem_copy(copies, tidx, self.num_threads, self.D)        # K
+        copy_v, thr_v = self._gmem_copy(copies, tidx, self.num_threads, self.DV)   # V
+        copy_q, thr_q = self._gmem_copy(copies, tidx, self.q_threads, self.D)      # Q (M rows: maybe fewer threads)
+        copy_do, thr_do = self._gmem_copy(copies, tidx, self.do_threads, self.DV)  # dO
         vec_atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
         vec_copy = cute.make_tiled_copy_tv(vec_atom, cute.make_layout(self.M // 4), cute.make_layout(4))
         vthr = vec_copy.get_slice(tidx % (self.M // 4))
@@ -293,6 +285,14 @@ class BwdMainKernel:
             tKgK=thr.partition_S(g.gK), tKsK=thr.partition_D(s.K), tKcK=thr.partition_S(g.cK),
             tVgV=thr_v.partition_S(g.gV), tVsV=thr_v.partition_D(s.V), tVcV=thr_v.partition_S(g.cV),
             tLsL=vthr.partition_D(s.LSE2), tDsD=vthr.partition_D(s.Delta))
+
+    def _gmem_copy(self, copies: dict, tidx, threads: int, cols: int):
+        """(tiled copy, this thread's slice) of a (rows, cols) tile loaded by the first ``threads`` threads,
+        made once per (threads, cols) in ``copies``. Plain Python: it runs at trace time."""
+        if (threads, cols) not in copies:
+            c = cu.make_gmem_copy(self.dtype, threads, cols)
+            copies[threads, cols] = c, c.get_slice(tidx if threads == self.num_threads else tidx % threads)
+        return copies[threads, cols]
 
     @cute.jit
     def _mma_operands(self, mmas: cutlass.Constexpr, s, tidx):

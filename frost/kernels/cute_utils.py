@@ -138,11 +138,16 @@ def load_tile_zfill(tiled_copy: cute.TiledCopy, t_src: cute.Tensor, t_dst: cute.
                 t_dst[None, m, k].fill(0)
 
 
+def gmem_copy_threads_per_row(cols: int, elem_bits: int = 16) -> int:
+    """Threads along a row in make_gmem_copy's thread layout: one per 16-byte chunk of a swizzle-atom row."""
+    return swizzle_atom_cols(cols) // (128 // elem_bits)
+
+
 def copy_threads(num_threads: int, rows: int, cols: int) -> int:
     """Threads that take part in a 16-bit make_gmem_copy of a (rows, cols) tile: its thread layout is (threads /
     chunks, chunks) with ``chunks`` 16-byte chunks per swizzle-atom row, so more than rows x chunks threads would
     reach past the tile (80 columns: 16-column atoms, 2 chunks, so a 64-row tile takes 128 threads)."""
-    return min(num_threads, rows * (swizzle_atom_cols(cols) // 8))
+    return min(num_threads, rows * gmem_copy_threads_per_row(cols))
 
 
 @cute.jit
@@ -163,8 +168,7 @@ def make_gmem_copy(dtype, num_threads: int, cols: int, async_copy: bool = True) 
     op = cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.cpasync.LoadCacheMode.GLOBAL) if async_copy \
         else cute.nvgpu.CopyUniversalOp()
     atom = cute.make_copy_atom(op, dtype, num_bits_per_copy=128)
-    atom_cols = swizzle_atom_cols(cols)
-    tpr = atom_cols // elems
+    tpr = gmem_copy_threads_per_row(cols, dtype.width)
     thr = cute.make_layout((num_threads // tpr, tpr), stride=(tpr, 1))
     return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, elems)))
 
