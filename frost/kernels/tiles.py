@@ -1,10 +1,10 @@
 """Tile configurations of the backward main kernel, one per padded head dim (and per narrower V pad in _TABLE_DV).
 
 Head dims are any multiple of 8 up to 256. Both head dims (QK and V) are padded to the same served pad
-(HEAD_DIM_PADS: the multiples of 32, and 48 and 80), the ``head_dim_pad`` of the tile, except where _TABLE_DV gives V tiles of their own width (192/128: the grid kernel
-with 128-wide V, dO and dV tiles, 1.16x faster than V padded to 192 on the H200, B4 H16 S4096, non-causal and
-causal); the logical dims are runtime values (they only bound loads and stores), so all head dims that pad alike
-share one compiled kernel.
+(HEAD_DIM_PADS: the multiples of 32, and 48 and 80), the ``head_dim_pad`` of the tile, except where _TABLE_DV
+gives V tiles of their own width (192/128: the grid kernel with 128-wide V, dO and dV tiles, 1.16x faster than V
+padded to 192 on the H200, B4 H16 S4096, non-causal and causal); the logical dims are runtime values (they only
+bound loads and stores), so all head dims that pad alike share one compiled kernel.
 
 Why 32 key rows per warp at d64: every warp reads the whole Q and dO tile through ldmatrix (B operands of S^T,
 dP^T, dV and dK), so the shared-memory bytes per MMA fall as the rows a warp owns grow (each B fragment feeds two
@@ -93,7 +93,7 @@ class TileConfig:
     @property
     def dq_col_step(self) -> int:
         """Columns of one warp's slice of a dQ chunk per tiled-MMA step: 16 (ldmatrix.x4 K^T operands) or, where
-        the chunk does not split into 16-column slices per warp (d80), 8 (ldmatrix.x2)."""
+        the chunk does not split into 16-column slices per warp (d48, d80, d96), 8 (ldmatrix.x2)."""
         return 16 if self.dq_chunk % (16 * self.dq_warps[1]) == 0 else 8
 
     @property
