@@ -12,10 +12,9 @@ pytestmark = pytest.mark.gpu
 DT = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "int32": torch.int32}
 
 
-def _inputs(plan, lens_q, lens_kv):
-    from frost.reference import attention_forward
-
-    gen = torch.Generator().manual_seed(0)
+def _random_inputs(plan, seed):
+    """The plan's op and its input tensors on the GPU in the plan's strides, floats drawn from N(0, 1)."""
+    gen = torch.Generator().manual_seed(seed)
     op = plan.graph.sdpa_ops()[0]
     t = {}
     for spec in plan.graph.tensors:
@@ -25,6 +24,13 @@ def _inputs(plan, lens_q, lens_kv):
         if spec.dtype != "int32":
             x.copy_(torch.randn(spec.shape, generator=gen))
         t[spec.name] = x
+    return op, t
+
+
+def _inputs(plan, lens_q, lens_kv):
+    from frost.reference import attention_forward
+
+    op, t = _random_inputs(plan, 0)
     ins = op.inputs
     t[ins.seq_len_q].copy_(torch.tensor(lens_q))
     t[ins.seq_len_kv].copy_(torch.tensor(lens_kv))
@@ -122,12 +128,6 @@ def test_graph_replay_matches_direct_launch(monkeypatch):
 
 def _inputs_dense(plan):
     """Random inputs for a plan without per-batch lengths (O and LSE need not be a real forward's here)."""
-    gen = torch.Generator().manual_seed(1)
-    op = plan.graph.sdpa_ops()[0]
-    t = {}
-    for spec in plan.graph.tensors:
-        if spec.name not in op.output_names():
-            x = torch.empty_strided(spec.shape, spec.effective_strides, dtype=DT[spec.dtype], device="cuda")
-            t[spec.name] = x.copy_(torch.randn(spec.shape, generator=gen))
+    op, t = _random_inputs(plan, 1)
     t[op.inputs.lse].abs_().add_(4.0)   # finite, positive log-sum-exps keep P bounded
     return op, t
