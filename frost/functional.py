@@ -3,10 +3,13 @@
 q (B, Sq, Hq, Dqk), k (B, Skv, Hkv, Dqk), v (B, Skv, Hkv, Dv), out and dout (B, Sq, Hq, Dv), lse (B, Hq, Sq) fp32
 including the sink term; optional seq_len_q / seq_len_kv int32 (B,), sink fp32 (Hq,). Any strides with the head dim
 innermost work. Returns dq, dk, dv laid out like q, k, v (torch.empty_like: same strides when those are dense,
-else contiguous BSHD) and dsink fp32 (Hq,) (None without a sink).
+else contiguous BSHD) and dsink fp32 (Hq,) (None without a sink). deterministic=None (the default) follows
+torch.use_deterministic_algorithms.
 
 A call is keyed by its tensors' dtypes, shapes, strides and device plus the options; the first call with a key builds
-a graph and a plan (kernels come from the kernel cache, so a new B or S never recompiles), later calls reuse it."""
+a graph and a plan (kernels come from the kernel cache, so a new B or S never recompiles), later calls reuse it. On a
+kernel engine a later call skips plan.execute's per-tensor checks (the key already holds what they compare; only the
+pointers' 16-byte alignment is checked) and passes the BSHD tensors as they are, without transposed views."""
 
 from __future__ import annotations
 
@@ -25,22 +28,45 @@ _targets: dict[object, str] = {}
 
 
 def sdpa_backward(q, k, v, out, dout, lse, *, softmax_scale=None, causal=False, window_size=(None, None),
-                  causal_alignment="top_left", seq_len_q=None, seq_len_kv=None, sink=None, deterministic=False):
+                  causal_alignment="top_left", seq_len_q=None, seq_len_kv=None, sink=None, deterministic=None):
     """Attention backward -> (dq, dk, dv, dsink). window_size=(left, right) keeps keys j in
-    [diag - left, diag + right] (None or -1: unbounded); causal=True sets right to 0 unless given."""
+    [diag - left, diag + right] (None or -1: unbounded); causal=True sets right to 0 unless given.
+    deterministic=None follows torch.are_deterministic_algorithms_enabled()."""
     left, right = window(window_size)
+    deterministic = resolve_deterministic(deterministic)
     given = {"q": q, "k": k, "v": v, "o": out, "do": dout, "lse": lse, "sink": sink, "seq_len_q": seq_len_q,
              "seq_len_kv": seq_len_kv}
     given = {n: t for n, t in given.items() if t is not None}
-    options = (softmax_scale, bool(causal), left, right, causal_alignment, bool(deterministic))
+    options = (softmax_scale, bool(causal), left, right, causal_alignment, deterministic)
     key = ("functional", options, compiler_tag(), *((n, *_meta(n, t)) for n, t in given.items()))
     grads = {"dq": torch.empty_like(q), "dk": torch.empty_like(k), "dv": torch.empty_like(v)}
     if sink is not None:
         grads["dsink"] = torch.empty(sink.shape, dtype=torch.float32, device=sink.device)
-    plan = PLANS.get_or_build(key, lambda: build_plan(_graph(given | grads, options), target_of(q.device)))
-    views = {n: (t.transpose(1, 2) if n in ROLES_4D else t) for n, t in (given | grads).items()}
-    plan.execute(views)
+    tensors = given | grads
+    plan = PLANS.get_or_build(key, lambda: _build(tensors, options, q.device))
+    if plan.runs_seq_major:  # the key holds what plan.execute would check (tensors built the plan: _build)
+        plan._execute_trusted_seq_major(tensors, q.device)
+    else:
+        plan.execute({n: (t.transpose(1, 2) if n in ROLES_4D else t) for n, t in tensors.items()})
     return grads["dq"], grads["dk"], grads["dv"], grads.get("dsink")
+
+
+def _build(tensors: dict, options: tuple, device):
+    """The plan of a new key. One device per call is checked here, once: the key holds every tensor's device."""
+    for name, t in tensors.items():
+        if t.device != device:
+            raise TensorError(f"{name}.device", str(t.device), f"{device} (the device of q; one device per call)")
+    return build_plan(_graph(tensors, options), target_of(device))
+
+
+def resolve_deterministic(deterministic) -> bool:
+    """A bool as given; None follows torch.use_deterministic_algorithms (a set flag is honoured, never ignored)."""
+    if deterministic is None:
+        return torch.are_deterministic_algorithms_enabled()
+    if not isinstance(deterministic, bool):
+        raise TensorError("deterministic", deterministic, "True, False or None (follow "
+                          "torch.are_deterministic_algorithms_enabled())")
+    return deterministic
 
 
 def window(window_size) -> tuple[int | None, int | None]:

@@ -12,7 +12,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from frost.functional import sdpa_backward, window
+from frost.functional import resolve_deterministic, sdpa_backward, window
 
 _NO_SINK = (0,)  # dsink's shape when there is no sink (a custom op cannot return None)
 
@@ -42,9 +42,10 @@ def _(q, k, v, out, dout, lse, seq_len_q, seq_len_kv, sink, softmax_scale, causa
 @torch.library.custom_op("frost::attention_forward", mutates_args=())
 def attention_forward_op(q: Tensor, k: Tensor, v: Tensor, seq_len_q: Optional[Tensor], seq_len_kv: Optional[Tensor],
                          sink: Optional[Tensor], softmax_scale: Optional[float], causal: bool,
-                         window_left: Optional[int], window_right: Optional[int], causal_alignment: str
-                         ) -> tuple[Tensor, Tensor]:
-    """BSHD forward on the reference engine -> out (B, Sq, Hq, Dv) contiguous, lse (B, Hq, Sq) fp32."""
+                         window_left: Optional[int], window_right: Optional[int], causal_alignment: str,
+                         deterministic: Optional[bool] = None) -> tuple[Tensor, Tensor]:
+    """BSHD forward on the reference engine -> out (B, Sq, Hq, Dv) contiguous, lse (B, Hq, Sq) fp32.
+    ``deterministic`` is the backward's (None: torch's flag when the backward runs)."""
     from frost.reference import attention_forward
 
     o, lse = attention_forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=softmax_scale,
@@ -56,7 +57,8 @@ def attention_forward_op(q: Tensor, k: Tensor, v: Tensor, seq_len_q: Optional[Te
 
 
 @attention_forward_op.register_fake
-def _(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, window_left, window_right, causal_alignment):
+def _(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, window_left, window_right, causal_alignment,
+      deterministic=None):
     b, sq, hq, _ = q.shape
     return q.new_empty(_out_shape(q, v)), q.new_empty((b, hq, sq), dtype=torch.float32)
 
@@ -74,12 +76,14 @@ def _setup_context(ctx, inputs, output) -> None:
 
 
 def _backward(ctx, grad_out, grad_lse):
-    """Gradients for q, k, v and sink. LSE is an output for inspection: gradients flowing into it are ignored."""
+    """Gradients for q, k, v and sink. LSE is an output for inspection: gradients flowing into it are ignored.
+    Deterministic as asked at the forward, or (None) as torch.use_deterministic_algorithms says now."""
     q, k, v, out, lse, seq_len_q, seq_len_kv, sink = ctx.saved_tensors
-    scale, causal, left, right, alignment = ctx.options
+    scale, causal, left, right, alignment, deterministic = ctx.options
     dq, dk, dv, dsink = torch.ops.frost.sdpa_backward(q, k, v, out, _dense(grad_out), lse, seq_len_q, seq_len_kv,
-                                                      sink, scale, causal, left, right, alignment, False)
-    return dq, dk, dv, None, None, dsink if ctx.has_sink else None, None, None, None, None, None
+                                                      sink, scale, causal, left, right, alignment,
+                                                      resolve_deterministic(deterministic))
+    return dq, dk, dv, None, None, dsink if ctx.has_sink else None, None, None, None, None, None, None
 
 
 def _dense(t: Tensor) -> Tensor:
@@ -94,10 +98,15 @@ attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
 
 def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: float | None = None, causal: bool = False,
               window_size=(None, None), causal_alignment: str = "top_left", seq_len_q: Tensor | None = None,
-              seq_len_kv: Tensor | None = None, sink: Tensor | None = None, return_lse: bool = False):
+              seq_len_kv: Tensor | None = None, sink: Tensor | None = None, return_lse: bool = False,
+              deterministic: bool | None = None):
     """Attention on BSHD tensors with a frost backward: out (B, Sq, Hq, Dv), and lse (B, Hq, Sq) when
-    return_lse. Differentiable in q, k, v and sink; the forward runs the reference engine."""
+    return_lse. Differentiable in q, k, v and sink; the forward runs the reference engine. The backward is
+    bitwise deterministic with deterministic=True, or with None (the default) while
+    torch.use_deterministic_algorithms(True) is in force when it runs."""
     left, right = window(window_size)
+    if deterministic is not None:
+        resolve_deterministic(deterministic)   # a bad value fails here, not in the backward
     out, lse = torch.ops.frost.attention_forward(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, left,
-                                                 right, causal_alignment)
+                                                 right, causal_alignment, deterministic)
     return (out, lse) if return_lse else out

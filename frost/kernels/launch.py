@@ -67,7 +67,9 @@ class Launch:
         self.replay = GraphReplay(lambda args, stream: self.backward(*args, stream)) if use_graphs else None
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
-                 sink=None, dsink=None) -> None:
+                 sink=None, dsink=None, seq_major: bool = False) -> None:
+        """``seq_major``: the eight 4-D tensors are given in (B, S, H, D) order (BSHD memory not transposed into
+        logical BHSD views: a view costs more host time than reading its strides in another order)."""
         if self.zero_dsink and dsink is not None:
             dsink.zero_()
         if self.empty:
@@ -78,17 +80,28 @@ class Launch:
         sq = delta if seq_len_q is None else seq_len_q.data_ptr()
         skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
         sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
+        st = _bshd_strides if seq_major else _bhsd_strides
         args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
                 dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
                 workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
                 workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, *self.sizes,
-                *q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *do.stride()[:3],
-                *lse.stride(), *dq.stride()[:3], *dk.stride()[:3], *dv.stride()[:3], *self.tail)
+                *st(q), *st(k), *st(v), *st(o), *st(do), *lse.stride(), *st(dq), *st(dk), *st(dv), *self.tail)
         # graphs are captured in the current device's context: replay only when the tensors live there
         if self.replay is not None and q.is_cuda and q.get_device() == self.current_device():
             self.replay(args, s)
         else:
             self.backward(*args, s)
+
+
+def _bhsd_strides(t) -> tuple:
+    """(batch, head, seq) strides of a logical (B, H, S, D) tensor."""
+    return t.stride()[:3]
+
+
+def _bshd_strides(t) -> tuple:
+    """(batch, head, seq) strides of a (B, S, H, D) tensor."""
+    s = t.stride()
+    return s[0], s[2], s[1]
 
 
 def _raw_stream(stream) -> int:

@@ -118,6 +118,9 @@ class Executor:
         self.device_type = types.pop() if types else None
         self.no_views = tuple({} for _ in self.runs)
         self.last_views = None
+        seq_major = tuple(op.lowering.run_seq_major for op in plan.ops)
+        self.seq_major_runs = None if None in seq_major else tuple(zip(seq_major, (r for _, r in self.runs)))
+        self.aligned = tuple((e, e.name) for e in self.expects if e.aligned)
 
     def execute(self, tensors: dict, workspace, stream) -> dict:
         """The hot path: one pass over the plan's tensors, comparing each with what the plan expects."""
@@ -147,6 +150,16 @@ class Executor:
             run(bound, ws, stream)
         return {name: bound[name] for name in self.output_names}
 
+    def execute_trusted_seq_major(self, tensors: dict, device) -> None:
+        """Plan._execute_trusted_seq_major: the alignment checks, a fresh workspace, the runs."""
+        for e, name in self.aligned:
+            t = tensors[name]
+            if t.data_ptr() & 15:
+                _misaligned(e, t)
+        views = self._workspace(None, device)
+        for (run, _), ws in zip(self.seq_major_runs, views):
+            run(tensors, ws, None)
+
     def _missing(self, e: Expect, device) -> torch.Tensor:
         if not e.output:
             raise TensorError(e.subject(), None, "a torch.Tensor", "missing from the tensors passed to execute")
@@ -175,10 +188,12 @@ class Executor:
         """Region views (workspace.RegionView) of the caller's buffer. Views of the last buffer are reused while
         that same tensor object comes back at the same address (the common loop); they are dropped when the caller
         drops the buffer."""
-        if workspace is None:
+        if workspace is None:  # a buffer of this call's own: carved where it starts aligned, not remembered
             if self.workspace_size == 0:
                 return self.no_views
-            workspace = self.new_workspace(device)
+            buf = torch.empty(self.workspace_size + ALIGN, dtype=torch.uint8, device=device)
+            skip = -buf.data_ptr() % ALIGN
+            return tuple(carve(buf, regions, skip) for _, regions in self.runs)
         else:
             hit = self.last_views
             if hit is not None and hit[0]() is workspace and hit[1] == workspace.data_ptr():
@@ -194,7 +209,7 @@ class Executor:
 
     def new_workspace(self, device=None) -> torch.Tensor:
         """workspace_size bytes starting on a 256-byte boundary (over-allocated by 256 where the allocator's own
-        alignment is smaller, e.g. on CPU)."""
+        alignment is smaller, e.g. on CPU; _workspace carves its own buffers the same way)."""
         buf = torch.empty(self.workspace_size + ALIGN, dtype=torch.uint8, device=device)
         skip = -buf.data_ptr() % ALIGN
         return buf[skip:skip + self.workspace_size]

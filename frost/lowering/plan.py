@@ -30,6 +30,9 @@ class Lowering:
     run: Callable[[dict, dict, Any], None]
     device_type: str | None = None         # tensors must live on this device type; None = any (one device per call)
     aligned_pointers: bool = False         # data pointers must be 16-byte aligned (vectorised / TMA loads)
+    # run() for 4-D tensors passed in (B, S, H, D) order (not transposed into the graph's logical (B, H, S, D)),
+    # for a caller whose own cache key already pins every tensor to the plan (the functional API); None: not offered
+    run_seq_major: Callable[[dict, dict, Any], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,17 @@ class Plan:
         `workspace_size` bytes passed in, the kernel engines allocate nothing and never synchronise. Returns the
         outputs by name."""
         return self._executor.execute(tensors, workspace, stream)
+
+    @property
+    def runs_seq_major(self) -> bool:
+        """Whether every op's engine offers the (B, S, H, D)-order run (see _execute_trusted_seq_major)."""
+        return self._executor.seq_major_runs is not None
+
+    def _execute_trusted_seq_major(self, tensors: dict, device) -> None:
+        """frost.functional's hot path: every tensor (outputs included) by graph name, the 4-D ones in (B, S, H, D)
+        order, all on ``device``. Nothing is checked but the pointers' alignment: the caller's plan key holds each
+        tensor's dtype, shape, strides and device, and it built this plan from exactly those (checked then)."""
+        self._executor.execute_trusted_seq_major(tensors, device)
 
     def new_workspace(self, device=None):
         """A buffer for `execute(..., workspace=...)`: allocate once, reuse every call."""

@@ -68,7 +68,8 @@ class RegionView:
         return self
 
 
-def carve(buffer, regions: tuple[Region, ...]) -> dict[str, RegionView]:
-    """The regions of `buffer` (a 1-D uint8 tensor); nothing is allocated or sliced."""
+def carve(buffer, regions: tuple[Region, ...], skip: int = 0) -> dict[str, RegionView]:
+    """The regions of `buffer` (a 1-D uint8 tensor), the layout starting ``skip`` bytes in; nothing is allocated
+    or sliced."""
     base = buffer.data_ptr()
-    return {r.name: RegionView(buffer, r.offset, r.nbytes, base) for r in regions}
+    return {r.name: RegionView(buffer, skip + r.offset, r.nbytes, base) for r in regions}

@@ -78,15 +78,17 @@ class CuteSm120Engine:
                                                                      facts.seq_kv, heads_kv=facts.heads_kv)]
         if op.inputs.sink is not None and op.outputs.dsink is None:
             regions.append((DSINK_SCRATCH, api.round_up16(facts.heads_q * 4)))
+        run, run_seq_major = _launchers(kernel, op, facts)
         return Lowering(kernels=(KernelLaunch(f"{op.name}/backward", key, _grid(cfg, facts)),),
-                        workspace=tuple(regions), run=_launcher(kernel, op, facts), device_type=compiler.device_type,
-                        aligned_pointers=True)
+                        workspace=tuple(regions), run=run, device_type=compiler.device_type, aligned_pointers=True,
+                        run_seq_major=run_seq_major)
 
 
-def _launcher(kernel, op, facts: Facts):
-    """The op's run(tensors, workspace, stream). The kernel set (CompiledBackward, or a test fake with the same
-    ``bind``) is bound to the plan's problem once, here: the executor has checked every tensor against the plan
-    before run, so a call only picks the tensors and launches."""
+def _launchers(kernel, op, facts: Facts):
+    """The op's run(tensors, workspace, stream) and its (B, S, H, D)-order twin (Lowering.run_seq_major). The
+    kernel set (CompiledBackward, or a test fake with the same ``bind``) is bound to the plan's problem once,
+    here: the executor has checked every tensor against the plan before run, so a call only picks the tensors
+    and launches."""
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse, outs.dq, outs.dk, outs.dv)
     optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
@@ -100,15 +102,15 @@ def _launcher(kernel, op, facts: Facts):
                                  facts.attn_scale, op.band_left, op.band_right, facts.deterministic,
                                  "seq_len_q" in optional, "seq_len_kv" in optional, "sink" in optional))
 
-    def run(tensors: dict, workspace: dict, stream) -> None:
+    def run(tensors: dict, workspace: dict, stream, seq_major: bool = False) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
         if scratch:
             extra["dsink"] = workspace[DSINK_SCRATCH]   # only its address is used
         if padded and check_seq_len_values():
             check_length_values(extra.get("seq_len_q"), extra.get("seq_len_kv"), facts.seq_q, facts.seq_kv)
-        launch(*operands(tensors), workspace, stream, **extra)
+        launch(*operands(tensors), workspace, stream, seq_major=seq_major, **extra)
 
-    return run
+    return run, lambda tensors, workspace, stream: run(tensors, workspace, stream, seq_major=True)
 
 
 def check_seq_len_values() -> bool:
