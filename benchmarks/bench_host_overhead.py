@@ -9,8 +9,9 @@ used instead, so the number then includes the bound launch (one TVM-FFI call tha
 or from the second call with the same tensors one CUDA-graph launch of them: kernels.graph_replay; host time only:
 calls run in bursts with an untimed synchronisation in between), and three parts are timed alone: the bound launch
 (frost.kernels.launch.Launch) with graph replay and without, and the checked public entry
-(CompiledBackward.__call__, which binds per call, so it never replays). FROST_GRAPH_REPLAY=0 times plan.execute
-without replay.
+(CompiledBackward.__call__, which keeps a bound launch per problem, so repeated calls replay too).
+FROST_GRAPH_REPLAY=0 times plan.execute without replay. frost.sdpa_backward (the functional call: BSHD tensors,
+allocates its outputs and workspace) is timed on a GPU only.
 
     python benchmarks/bench_host_overhead.py [--device cpu|cuda] [--calls 20000] [--real]
 """

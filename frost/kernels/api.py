@@ -98,6 +98,9 @@ def round_up16(n: int) -> int:
     return -(-n // 16) * 16
 
 
+MAX_BOUND_LAUNCHES = 32  # problems (sizes, scale, band, features) a CompiledBackward keeps a bound Launch for
+
+
 def compile_backward(cfg: KernelConfig) -> "CompiledBackward":
     """Compiles (or fetches from the in-process cache) preprocess + main + dq convert for cfg.arch."""
     return CompiledBackward(cfg)
@@ -109,6 +112,7 @@ class CompiledBackward:
         by default the in-process cache compiles or returns it."""
         self.cfg = cfg
         self.kernels = get_kernels(cfg.kernel_key) if kernels is None else kernels
+        self._launches: dict[Problem, Launch] = {}   # __call__'s bound launches, so repeated calls replay graphs
 
     def with_config(self, cfg: KernelConfig) -> "CompiledBackward":
         """The same compiled kernels launched with another config's runtime values (mask kind, logical head
@@ -126,8 +130,13 @@ class CompiledBackward:
         _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink)
         if check_lengths:
             check_length_values(seq_len_q, seq_len_kv, seq_q, seq_kv)
-        launch = self.bind(Problem(batch, heads, heads_kv, seq_q, seq_kv, scale, band_left, band_right,
-                                   deterministic, seq_len_q is not None, seq_len_kv is not None, sink is not None))
+        problem = Problem(batch, heads, heads_kv, seq_q, seq_kv, scale, band_left, band_right, deterministic,
+                          seq_len_q is not None, seq_len_kv is not None, sink is not None)
+        launch = self._launches.get(problem)
+        if launch is None:
+            if len(self._launches) >= MAX_BOUND_LAUNCHES:
+                self._launches.pop(next(iter(self._launches)))   # the oldest
+            launch = self._launches[problem] = self.bind(problem)
         launch(q, k, v, o, do, lse, dq, dk, dv, workspace, stream, seq_len_q, seq_len_kv, sink, dsink)
 
     def bind(self, problem: Problem) -> Launch:

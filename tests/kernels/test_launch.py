@@ -164,3 +164,24 @@ def test_checked_call_names_the_bad_tensor():
         call(lse=torch.zeros(2, 4, 100, dtype=torch.float16))
     with pytest.raises(TensorError, match=r"q\.device: got 'cpu'; accepted: a CUDA device"):
         call()
+
+
+def test_checked_entry_keeps_a_bound_launch_per_problem(monkeypatch):
+    """CompiledBackward.__call__ binds a problem once (so its repeated calls can replay a CUDA graph), keeps at
+    most MAX_BOUND_LAUNCHES of them (the oldest goes), and launches with the tensors of each call."""
+    from frost.kernels import api
+
+    calls = {}
+    cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
+    bwd = api.CompiledBackward(cfg, _recording_kernels(calls))
+    monkeypatch.setattr(api.CompiledBackward, "_check", lambda self, *a: (2, 4, 2, 100, 140))  # CPU tensors
+    binds = []
+    real_bind = api.CompiledBackward.bind
+    monkeypatch.setattr(api.CompiledBackward, "bind", lambda self, p: binds.append(p) or real_bind(self, p))
+    for scale in (0.125, 0.125, 0.25, 0.125):
+        bwd(q, k, v, o, do, lse, dq, dk, dv, scale=scale, workspace=ws, stream=5)
+        assert calls["backward"]["scale"] == scale and calls["backward"]["pQ"] == q.data_ptr()
+    assert [p.scale for p in binds] == [0.125, 0.25]
+    for i in range(api.MAX_BOUND_LAUNCHES):
+        bwd(q, k, v, o, do, lse, dq, dk, dv, scale=1.0 + i, workspace=ws, stream=5)
+    assert len(bwd._launches) == api.MAX_BOUND_LAUNCHES and 0.125 not in {p.scale for p in bwd._launches}
