@@ -1,7 +1,8 @@
 """frost.sdpa_backward: the FlashAttention-style functional API over BSHD tensors.
 
 q (B, Sq, Hq, Dqk), k (B, Skv, Hkv, Dqk), v (B, Skv, Hkv, Dv), out and dout (B, Sq, Hq, Dv), lse (B, Hq, Sq) fp32
-including the sink term; optional seq_len_q / seq_len_kv int32 (B,), sink fp32 (Hq,). Any strides with the head dim
+including the sink term; optional seq_len_q / seq_len_kv int32 (B,), sink fp32 (Hq,), dlse fp32 (B, Hq, Sq) (the
+gradient on that LSE when the loss uses it). Any strides with the head dim
 innermost work. Returns dq, dk, dv laid out like q, k, v (torch.empty_like: same strides when those are dense,
 else contiguous BSHD) and dsink fp32 (Hq,) (None without a sink). deterministic=None (the default) follows
 torch.use_deterministic_algorithms.
@@ -23,19 +24,21 @@ from frost.lowering.plan_cache import PLANS
 from frost.target import detect_target
 
 ROLES_4D = ("q", "k", "v", "o", "do", "dq", "dk", "dv")
-OPTIONAL = ("sink", "seq_len_q", "seq_len_kv")
+OPTIONAL = ("sink", "dlse", "seq_len_q", "seq_len_kv")
 _targets: dict[object, str] = {}
 
 
 def sdpa_backward(q, k, v, out, dout, lse, *, softmax_scale=None, causal=False, window_size=(None, None),
-                  causal_alignment="top_left", seq_len_q=None, seq_len_kv=None, sink=None, deterministic=None):
+                  causal_alignment="top_left", seq_len_q=None, seq_len_kv=None, sink=None, deterministic=None,
+                  dlse=None):
     """Attention backward -> (dq, dk, dv, dsink). window_size=(left, right) keeps keys j in
     [diag - left, diag + right] (None or -1: unbounded); causal=True sets right to 0 unless given.
-    deterministic=None follows torch.are_deterministic_algorithms_enabled()."""
+    deterministic=None follows torch.are_deterministic_algorithms_enabled(). dlse (B, Hq, Sq) fp32: the gradient
+    on the forward's LSE output, when the loss uses it."""
     left, right = window(window_size)
     deterministic = resolve_deterministic(deterministic)
-    given = {"q": q, "k": k, "v": v, "o": out, "do": dout, "lse": lse, "sink": sink, "seq_len_q": seq_len_q,
-             "seq_len_kv": seq_len_kv}
+    given = {"q": q, "k": k, "v": v, "o": out, "do": dout, "lse": lse, "sink": sink, "dlse": dlse,
+             "seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv}
     given = {n: t for n, t in given.items() if t is not None}
     options = (softmax_scale, bool(causal), left, right, causal_alignment, deterministic)
     key = ("functional", options, compiler_tag(), *((n, *_meta(n, t)) for n, t in given.items()))

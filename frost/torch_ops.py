@@ -21,19 +21,19 @@ _NO_SINK = (0,)  # dsink's shape when there is no sink (a custom op cannot retur
 def sdpa_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor,
                      seq_len_q: Optional[Tensor], seq_len_kv: Optional[Tensor], sink: Optional[Tensor],
                      softmax_scale: Optional[float], causal: bool, window_left: Optional[int],
-                     window_right: Optional[int], causal_alignment: str, deterministic: bool
-                     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+                     window_right: Optional[int], causal_alignment: str, deterministic: bool,
+                     dlse: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """BSHD backward; dsink is an empty (0,) tensor when there is no sink."""
     dq, dk, dv, dsink = sdpa_backward(q, k, v, out, dout, lse, softmax_scale=softmax_scale, causal=causal,
                                       window_size=(window_left, window_right), causal_alignment=causal_alignment,
                                       seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink,
-                                      deterministic=deterministic)
+                                      deterministic=deterministic, dlse=dlse)
     return dq, dk, dv, dsink if dsink is not None else q.new_empty(_NO_SINK, dtype=torch.float32)
 
 
 @sdpa_backward_op.register_fake
 def _(q, k, v, out, dout, lse, seq_len_q, seq_len_kv, sink, softmax_scale, causal, window_left, window_right,
-      causal_alignment, deterministic):
+      causal_alignment, deterministic, dlse=None):
     dsink_shape = sink.shape if sink is not None else _NO_SINK
     return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
             q.new_empty(dsink_shape, dtype=torch.float32))
@@ -73,21 +73,26 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.save_for_backward(q, k, v, out, lse, seq_len_q, seq_len_kv, sink)
     ctx.options = options
     ctx.has_sink = sink is not None
+    ctx.set_materialize_grads(False)   # an unused output's gradient comes as None (no dlse pass for it)
 
 
 def _backward(ctx, grad_out, grad_lse):
-    """Gradients for q, k, v and sink. LSE is an output for inspection: gradients flowing into it are ignored.
-    Deterministic as asked at the forward, or (None) as torch.use_deterministic_algorithms says now."""
+    """Gradients for q, k, v and sink, including what flows in through the returned LSE (grad_lse: None when the
+    loss does not use it). Deterministic as asked at the forward, or (None) as torch.use_deterministic_algorithms
+    says now."""
     q, k, v, out, lse, seq_len_q, seq_len_kv, sink = ctx.saved_tensors
+    if grad_out is None:   # only the LSE output was used
+        grad_out = torch.zeros_like(out)
     scale, causal, left, right, alignment, deterministic = ctx.options
     dq, dk, dv, dsink = torch.ops.frost.sdpa_backward(q, k, v, out, _dense(grad_out), lse, seq_len_q, seq_len_kv,
                                                       sink, scale, causal, left, right, alignment,
-                                                      resolve_deterministic(deterministic))
+                                                      resolve_deterministic(deterministic),
+                                                      None if grad_lse is None else _dense(grad_lse))
     return dq, dk, dv, None, None, dsink if ctx.has_sink else None, None, None, None, None, None, None
 
 
 def _dense(t: Tensor) -> Tensor:
-    """Incoming gradients may be broadcast views (stride 0) or transposed: the backward wants the head dim dense."""
+    """Incoming gradients may be broadcast views (stride 0) or transposed: the backward wants the last dim dense."""
     if t.stride(-1) != 1 or 0 in t.stride():
         return t.contiguous()
     return t

@@ -25,6 +25,7 @@ class Capability:
     gqa: bool = True
     padding: bool = True
     sink: bool = True
+    dlse: bool = True                        # a gradient on the forward's LSE output (dlse input)
     deterministic: bool = True
     needs_head_dim_contiguous: bool = False
     needs_16b_strides: bool = False
@@ -47,7 +48,7 @@ CUTE_SM120 = Capability(
     # the kernels' padded head dims (kernels.tiles.HEAD_DIM_PADS; a test keeps them equal)
     head_dim=HeadDims(multiple_of=8, max=256, pads=(32, 48, 64, 80, 96, 128, 160, 192, 224, 256)),
     masks=("none", "causal", "band"), alignments=("top_left", "bottom_right"),
-    gqa=True, padding=True, sink=True, deterministic=True,
+    gqa=True, padding=True, sink=True, dlse=True, deterministic=True,
     needs_head_dim_contiguous=True, needs_16b_strides=True, max_smem_bytes=99 * 1024,
     # the kernels' mask arithmetic is 32-bit (offsets up to ~2^29), and so are the offsets into one head's fp32
     # dQ accumulator (seq_q rounded up to 128 rows x head dim padded as the kernels pad it: acc_cols)

@@ -107,6 +107,8 @@ RULES: tuple[Rule, ...] = (
                   "per-batch key/value lengths (seq_len_kv) are not served"),
     _feature_rule("sink", "has_sink", "sink", "no sink input",
                   "a learnable attention sink (and its dsink gradient) is not served"),
+    _feature_rule("dlse", "has_dlse", "dlse", "no dlse input (a loss that does not use the forward's LSE)",
+                  "a gradient on the forward's LSE output (dlse) is not served"),
     _feature_rule("deterministic", "deterministic", "deterministic", "deterministic=False",
                   "a bitwise-deterministic backward is not offered"),
     Rule("seq_len_max", "seq_q", lambda c, f, t: (m := max_seq_q(c, f.head_dim_qk)) is None or f.seq_q <= m,

@@ -71,7 +71,7 @@ def facts_for(graph, op: SdpaBackwardOp | str) -> Facts:
         attn_scale=op.attn_scale if op.attn_scale is not None else 1.0 / math.sqrt(head_dim_qk),
         mask=op.mask_kind, alignment=op.alignment, band_left=band_left, band_right=band_right,
         has_padding_q=ins.seq_len_q is not None, has_padding_kv=ins.seq_len_kv is not None,
-        has_sink=ins.sink is not None, deterministic=op.deterministic,
+        has_sink=ins.sink is not None, has_dlse=ins.dlse is not None, deterministic=op.deterministic,
         layout=_layout(mems),
         head_dim_contiguous=all(m.head_dim_contiguous for m in mems),
         strides_16b_aligned=all(m.strides_16b_aligned for m in mems),

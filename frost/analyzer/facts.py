@@ -32,6 +32,7 @@ class Facts(BaseModel):
     has_padding_q: bool             # a seq_len_q tensor is given
     has_padding_kv: bool
     has_sink: bool
+    has_dlse: bool
     deterministic: bool
     layout: MemoryLayout            # of q/k/v/o/do and the grads, when they all agree; else "strided"
     head_dim_contiguous: bool       # every io tensor has stride 1 on its head dim

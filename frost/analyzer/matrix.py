@@ -53,6 +53,7 @@ ROWS: tuple[tuple[str, Callable[[Capability], str]], ...] = (
     ("GQA / MQA", lambda c: _yes(c.gqa)),
     ("Padding (seq_len_q / seq_len_kv)", lambda c: _yes(c.padding)),
     ("Sink + dsink", lambda c: _yes(c.sink)),
+    ("LSE gradient (dlse)", lambda c: _yes(c.dlse)),
     ("Deterministic", lambda c: _yes(c.deterministic)),
     ("Head dim stride 1 (layout)", lambda c: _required(c.needs_head_dim_contiguous)),
     ("16-byte strides", lambda c: _required(c.needs_16b_strides)),

@@ -62,7 +62,7 @@ def _dsink_iff_sink(b: Binding) -> Optional[str]:
 
 
 SDPA_BACKWARD = Pattern(op="sdpa_backward", needs=("q", "k", "v", "o", "do", "lse"),
-                        may=("sink", "seq_len_q", "seq_len_kv"), emits=("dq", "dk", "dv", "dsink"),
+                        may=("sink", "dlse", "seq_len_q", "seq_len_kv"), emits=("dq", "dk", "dv", "dsink"),
                         where=_dsink_iff_sink)
 
 PATTERNS: tuple[Pattern, ...] = (SDPA_BACKWARD,)

@@ -52,12 +52,14 @@ class GraphBuilder:
         return name
 
     def sdpa_backward(self, q: str, k: str, v: str, o: str, do: str, lse: str, *, sink: str | None = None,
-                      seq_len_q: str | None = None, seq_len_kv: str | None = None, attn_scale: float | None = None,
+                      dlse: str | None = None, seq_len_q: str | None = None, seq_len_kv: str | None = None,
+                      attn_scale: float | None = None,
                       causal: bool = False, alignment: Alignment = "top_left", band_left: int | None = None,
                       band_right: int | None = None, deterministic: bool = False, name: str | None = None) -> SdpaGrads:
-        """Add an attention backward; outputs dq/dk/dv take the layout of q/k/v, dsink is fp32 (Hq,)."""
+        """Add an attention backward; outputs dq/dk/dv take the layout of q/k/v, dsink is fp32 (Hq,). ``dlse``: the
+        gradient of the loss with respect to the forward's LSE output, when the loss uses it."""
         name = name or f"sdpa_backward_{len(self._ops)}"
-        for ref in (q, k, v, o, do, lse, sink, seq_len_q, seq_len_kv):
+        for ref in (q, k, v, o, do, lse, sink, dlse, seq_len_q, seq_len_kv):
             if ref is not None and ref not in self._tensors:
                 raise GraphError(f"sdpa_backward {name!r} tensor reference", ref,
                                  f"a declared tensor ({', '.join(sorted(self._tensors)) or 'none declared'})")
@@ -67,7 +69,8 @@ class GraphBuilder:
         )
         self._ops.append(SdpaBackwardOp(
             name=name,
-            inputs=SdpaInputs(q=q, k=k, v=v, o=o, do=do, lse=lse, sink=sink, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv),
+            inputs=SdpaInputs(q=q, k=k, v=v, o=o, do=do, lse=lse, sink=sink, dlse=dlse, seq_len_q=seq_len_q,
+                              seq_len_kv=seq_len_kv),
             outputs=SdpaOutputs(dq=grads.dq, dk=grads.dk, dv=grads.dv, dsink=grads.dsink),
             attn_scale=attn_scale, causal=causal, alignment=alignment, band_left=band_left, band_right=band_right,
             deterministic=deterministic,
@@ -88,7 +91,8 @@ class GraphBuilder:
 
 def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, heads_kv: int | None = None,
                         seq_kv: int | None = None, head_dim_v: int | None = None, dtype: DType = "bfloat16",
-                        layout: Layout = "bshd", sink: bool = False, padded: bool = False, **op_attrs) -> Graph:
+                        layout: Layout = "bshd", sink: bool = False, padded: bool = False, dlse: bool = False,
+                        **op_attrs) -> Graph:
     """The common one-op graph, declared in one call (used by the demo, the functional API and tests)."""
     hkv = heads_kv or heads_q
     skv = seq_kv or seq_q
@@ -103,6 +107,8 @@ def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, 
     extras = {}
     if sink:
         extras["sink"] = b.tensor("sink", (heads_q,), "float32")
+    if dlse:
+        extras["dlse"] = b.tensor("dlse", (batch, heads_q, seq_q), "float32")
     if padded:
         extras["seq_len_q"] = b.tensor("seq_len_q", (batch,), "int32")
         extras["seq_len_kv"] = b.tensor("seq_len_kv", (batch,), "int32")

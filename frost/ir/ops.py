@@ -24,6 +24,7 @@ class SdpaInputs(BaseModel):
     do: str
     lse: str
     sink: str | None = None
+    dlse: str | None = None   # gradient flowing into the forward's LSE output (fp32, like lse); None: zero
     seq_len_q: str | None = None
     seq_len_kv: str | None = None
 

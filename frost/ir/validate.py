@@ -53,6 +53,10 @@ def _check_optional_inputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec]) -> Non
         sink = ts[op.inputs.sink]
         _expect_dtype(sink, "sink", ("float32",))
         _expect_shape(sink, "sink", (hq,), "(Hq,)")
+    if op.inputs.dlse is not None:
+        dlse = ts[op.inputs.dlse]
+        _expect_dtype(dlse, "dlse", ("float32",))
+        _expect_shape(dlse, "dlse", ts[op.inputs.lse].shape, "(B, Hq, Sq), the shape of lse")
     for role in ("seq_len_q", "seq_len_kv"):
         name = getattr(op.inputs, role)
         if name is not None:

@@ -18,6 +18,8 @@ in registers -- no partials). Optional runtime features (none changes the compil
 - ``band_left`` / ``band_right``: band around the diagonal (None = unbounded; causal in the config means
   band_right defaults to 0); the config's alignment anchors the diagonal (bottom-right: j = i + skv_b - sq_b).
 - ``sink`` fp32 (Hq,) with ``dsink`` fp32 (Hq,) output: dsink_h = -sum exp(sink_h - LSE) * delta over valid rows.
+- ``dlse`` fp32 (B, Hq, Sq), any strides: the gradient on the forward's LSE output; delta becomes
+  rowsum(dO o O) - dlse (valid rows only).
 - ``deterministic=True``: dQ contributions are added in KV-tile order (bitwise-reproducible dQ; dK, dV and
   dsink are deterministic in every mode).
 
@@ -125,19 +127,20 @@ class CompiledBackward:
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, *, scale: float, workspace: dict, stream=None,
                  seq_len_q=None, seq_len_kv=None, band_left: int | None = None, band_right: int | None = None,
-                 sink=None, dsink=None, deterministic: bool = False, check_lengths: bool = False) -> None:
+                 sink=None, dsink=None, deterministic: bool = False, check_lengths: bool = False,
+                 dlse=None) -> None:
         batch, heads, heads_kv, seq_q, seq_kv = self._check(q, k, v, o, do, lse, dq, dk, dv, workspace)
-        _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink)
+        _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink, dlse)
         if check_lengths:
             check_length_values(seq_len_q, seq_len_kv, seq_q, seq_kv)
         problem = Problem(batch, heads, heads_kv, seq_q, seq_kv, scale, band_left, band_right, deterministic,
-                          seq_len_q is not None, seq_len_kv is not None, sink is not None)
+                          seq_len_q is not None, seq_len_kv is not None, sink is not None, dlse is not None)
         launch = self._launches.get(problem)
         if launch is None:
             if len(self._launches) >= MAX_BOUND_LAUNCHES:
                 self._launches.pop(next(iter(self._launches)))   # the oldest
             launch = self._launches[problem] = self.bind(problem)
-        launch(q, k, v, o, do, lse, dq, dk, dv, workspace, stream, seq_len_q, seq_len_kv, sink, dsink)
+        launch(q, k, v, o, do, lse, dq, dk, dv, workspace, stream, seq_len_q, seq_len_kv, sink, dsink, dlse)
 
     def bind(self, problem: Problem) -> Launch:
         """The fast entry: a Launch for one problem, for callers that check the tensors themselves. The checks
@@ -190,7 +193,7 @@ class CompiledBackward:
         return batch, heads, heads_kv, seq_q, seq_kv
 
 
-def _check_side_tensor(name: str, t, shape: tuple, dtype, device) -> None:
+def _check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: bool = True) -> None:
     import torch
 
     if not isinstance(t, torch.Tensor):
@@ -201,11 +204,11 @@ def _check_side_tensor(name: str, t, shape: tuple, dtype, device) -> None:
         raise TensorError(f"{name}.dtype", t.dtype, f"{dtype}")
     if t.device != device:
         raise TensorError(f"{name}.device", t.device, f"{device} (the device of q)")
-    if t.numel() > 1 and t.stride(0) != 1:
+    if contiguous and t.numel() > 1 and t.stride(0) != 1:
         raise TensorError(f"{name}.stride", t.stride(), "contiguous")
 
 
-def _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink) -> None:
+def _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink, dlse=None) -> None:
     """Validate the optional runtime tensors (before any launch)."""
     import torch
 
@@ -218,6 +221,8 @@ def _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink) -> N
     if sink is not None:
         _check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
         _check_side_tensor("dsink", dsink, (heads,), torch.float32, q.device)
+    if dlse is not None:
+        _check_side_tensor("dlse", dlse, (batch, heads, q.shape[2]), torch.float32, q.device, contiguous=False)
 
 
 def check_length_values(seq_len_q, seq_len_kv, seq_q: int, seq_kv: int) -> None:

@@ -3,9 +3,9 @@ host function, so that a call crosses from Python into C once (one TVM-FFI call 
 launches) instead of three times. A kernel whose extent is empty is skipped at run time: no query rows means no
 preprocess and no conversion, no keys means no main kernel (which would have nothing to walk).
 
-Arguments: the io tensors (pointer + three strides each; LSE's strides too), the workspace regions, the optional
-per-batch lengths and sink pointers (stand-ins when absent: their flag is off), the sizes, the scale, the band and
-the flags, then the stream."""
+Arguments: the io tensors (pointer + three strides each; LSE's and dLSE's strides too), the workspace regions, the
+optional per-batch lengths, sink and dLSE pointers (stand-ins when absent: their flag is off), the sizes, the
+scale, the band and the flags, then the stream."""
 
 import cuda.bindings.driver as cuda
 import cutlass.cute as cute
@@ -21,19 +21,20 @@ class BackwardChain:
                  pLSE: cute.Pointer, pdQ: cute.Pointer, pdK: cute.Pointer, pdV: cute.Pointer, pdQacc: cute.Pointer,
                  pLSE2: cute.Pointer, pDelta: cute.Pointer, pSem: cute.Pointer, pDsinkPart: cute.Pointer,
                  pSeqQ: cute.Pointer, pSeqKV: cute.Pointer, pSink: cute.Pointer, pDsink: cute.Pointer,
-                 batch: Int32, heads: Int32, heads_kv: Int32, seqlen_q: Int32, seqlen_kv: Int32,
+                 pDlse: cute.Pointer, batch: Int32, heads: Int32, heads_kv: Int32, seqlen_q: Int32, seqlen_kv: Int32,
                  seqlen_q_pad: Int32, head_dim: Int32, head_dim_v: Int32,
                  q_sb: Int64, q_sh: Int64, q_ss: Int64, k_sb: Int64, k_sh: Int64, k_ss: Int64,
                  v_sb: Int64, v_sh: Int64, v_ss: Int64, o_sb: Int64, o_sh: Int64, o_ss: Int64,
                  do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
+                 dlse_sb: Int64, dlse_sh: Int64, dlse_ss: Int64,
                  dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, dk_sb: Int64, dk_sh: Int64, dk_ss: Int64,
                  dv_sb: Int64, dv_sh: Int64, dv_ss: Int64,
                  scale: Float32, scale_log2: Float32, band_left: Int32, band_right: Int32, flags: Int32,
                  stream: cuda.CUstream):
         if seqlen_q > 0:
-            self.preprocess(pO, pdO, pLSE, pLSE2, pDelta, pdQacc, pSeqQ, pSink, pDsinkPart, pSem, batch, heads,
-                            seqlen_q, seqlen_q_pad, head_dim_v, flags, o_sb, o_sh, o_ss, do_sb, do_sh, do_ss,
-                            lse_sb, lse_sh, lse_ss, stream)
+            self.preprocess(pO, pdO, pLSE, pDlse, pLSE2, pDelta, pdQacc, pSeqQ, pSink, pDsinkPart, pSem, batch,
+                            heads, seqlen_q, seqlen_q_pad, head_dim_v, flags, o_sb, o_sh, o_ss, do_sb, do_sh, do_ss,
+                            lse_sb, lse_sh, lse_ss, dlse_sb, dlse_sh, dlse_ss, stream)
         if seqlen_kv > 0:
             self.main(pQ, pK, pV, pdO, pLSE2, pDelta, pdQacc, pdK, pdV, pSeqQ, pSeqKV, pSem, batch, heads, heads_kv,
                       seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss,

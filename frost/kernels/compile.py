@@ -96,10 +96,11 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad), main_k, DqConvertKernel(dt, key.head_dim_pad))
     i32, i64, f32 = Int32(1), Int64(8), Float32(1.0)
     # the pointers in BackwardChain's order: q k v o do (io), lse, dq dk dv (io), dq_accum lse2 delta (fp32),
-    # dq_sem, dsink_part, seq_len_q, seq_len_kv, sink, dsink
+    # dq_sem, dsink_part, seq_len_q, seq_len_kv, sink, dsink, dlse
     ptrs = ([ptr(dt)] * 5 + [ptr(Float32, 4)] + [ptr(dt)] * 3 + [ptr(Float32)] * 3
-            + [ptr(Int32, 4), ptr(Float32, 4), ptr(Int32, 4), ptr(Int32, 4), ptr(Float32, 4), ptr(Float32, 4)])
-    backward = cute.compile(chain, *ptrs, *[i32] * 8, *[i64] * 27, f32, f32, *[i32] * 3, make_fake_stream(),
+            + [ptr(Int32, 4), ptr(Float32, 4), ptr(Int32, 4), ptr(Int32, 4), ptr(Float32, 4), ptr(Float32, 4),
+               ptr(Float32, 4)])
+    backward = cute.compile(chain, *ptrs, *[i32] * 8, *[i64] * 30, f32, f32, *[i32] * 3, make_fake_stream(),
                             options=opts)
     compiled = {"backward": backward}
     cubins = {"backward": backward.__cubin__} if keep_cubin else {}

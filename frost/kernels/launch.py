@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from frost.kernels import rowwise
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
-from frost.kernels.mask import FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
+from frost.kernels.mask import FLAG_DETERMINISTIC, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
 from frost.kernels.preprocess import LOG2_E
 
 
@@ -33,6 +33,7 @@ class Problem:
     seq_len_q: bool = False     # a seq_len_q tensor is passed
     seq_len_kv: bool = False
     sink: bool = False          # sink and dsink are passed
+    dlse: bool = False          # a dlse tensor (gradient on the forward's LSE output) is passed
 
 
 def seq_pad(seq_q: int) -> int:
@@ -42,12 +43,12 @@ def seq_pad(seq_q: int) -> int:
 
 def _flags(mask: MaskSpec, p: Problem) -> int:
     return (mask.flags() | (FLAG_DETERMINISTIC if p.deterministic else 0) | (FLAG_SEQ_Q if p.seq_len_q else 0)
-            | (FLAG_SEQ_KV if p.seq_len_kv else 0) | (FLAG_SINK if p.sink else 0))
+            | (FLAG_SEQ_KV if p.seq_len_kv else 0) | (FLAG_SINK if p.sink else 0) | (FLAG_DLSE if p.dlse else 0))
 
 
 class Launch:
     """``launch(q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
-    sink=None, dsink=None)`` enqueues the backward of one Problem. ``workspace`` maps the region names of
+    sink=None, dsink=None, dlse=None)`` enqueues the backward of one Problem. ``workspace`` maps the region names of
     api.workspace_regions to tensors (only their addresses are read); ``dsink`` may be any buffer of >= 4*Hq bytes."""
 
     def __init__(self, kernels, cfg, p: Problem, graph_replay: bool | None = None):
@@ -67,7 +68,7 @@ class Launch:
         self.replay = GraphReplay(lambda args, stream: self.backward(*args, stream)) if use_graphs else None
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
-                 sink=None, dsink=None, seq_major: bool = False) -> None:
+                 sink=None, dsink=None, dlse=None, seq_major: bool = False) -> None:
         """``seq_major``: the eight 4-D tensors are given in (B, S, H, D) order (BSHD memory not transposed into
         logical BHSD views: a view costs more host time than reading its strides in another order)."""
         if self.zero_dsink and dsink is not None:
@@ -80,12 +81,14 @@ class Launch:
         sq = delta if seq_len_q is None else seq_len_q.data_ptr()
         skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
         sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
+        dlse_p, dlse_st = (delta, (0, 0, 0)) if dlse is None else (dlse.data_ptr(), dlse.stride())
         st = _bshd_strides if seq_major else _bhsd_strides
         args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
                 dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
                 workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
-                workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, *self.sizes,
-                *st(q), *st(k), *st(v), *st(o), *st(do), *lse.stride(), *st(dq), *st(dk), *st(dv), *self.tail)
+                workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, dlse_p, *self.sizes,
+                *st(q), *st(k), *st(v), *st(o), *st(do), *lse.stride(), *dlse_st, *st(dq), *st(dk), *st(dv),
+                *self.tail)
         # graphs are captured in the current device's context: replay only when the tensors live there
         if self.replay is not None and q.is_cuda and q.get_device() == self.current_device():
             self.replay(args, s)

@@ -31,6 +31,7 @@ FLAG_BOTTOM_RIGHT = 4       # diagonal anchored at j = i + (skv - sq)
 FLAG_DETERMINISTIC = 8      # dQ contributions added in KV-tile order (semaphores)
 FLAG_SINK = 16              # sink logits given: compute dsink
 FLAG_KV_SLOWEST = 32        # set by the main kernel's launcher: grid is (kv heads, batch, KV tiles) (bwd_main)
+FLAG_DLSE = 64              # dlse pointer is valid: delta = rowsum(dO o O) - dlse (the preprocess)
 
 
 def _bound(name: str, value) -> int:

@@ -1,4 +1,5 @@
-"""Backward preprocess: per query row, delta = rowsum(dO o O) in fp32 and LSE in log2 units (a row with
+"""Backward preprocess: per query row, delta = rowsum(dO o O) in fp32 (minus dlse[row], the gradient on the forward's
+LSE output, when one is given: it adds dlse * P to dS, the same as lowering delta) and LSE in log2 units (a row with
 LSE = -inf, i.e. no visible key, gets +inf so that P = exp2(s - inf) = 0 exactly); rows past seqlen_q up to the
 padded length get (LSE2 = +inf, delta = 0), so the main kernel loads whole tiles unguarded and padded rows
 contribute nothing. Rows past the batch's own length seq_len_q[b] count as padded (their O, dO, LSE are never
@@ -18,7 +19,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels import rowwise as rw
-from frost.kernels.mask import FLAG_SEQ_Q, FLAG_SINK, batch_length
+from frost.kernels.mask import FLAG_DLSE, FLAG_SEQ_Q, FLAG_SINK, batch_length
 
 LOG2_E = math.log2(math.e)
 
@@ -28,12 +29,13 @@ SEM_ROWS = 16  # one dQ-order semaphore per 16 query rows (the smallest query ti
 
 class PreprocessKernel(rw.RowwiseKernel):
     @cute.jit
-    def __call__(self, pO: cute.Pointer, pdO: cute.Pointer, pLSE: cute.Pointer, pLSE2: cute.Pointer,
+    def __call__(self, pO: cute.Pointer, pdO: cute.Pointer, pLSE: cute.Pointer, pDlse: cute.Pointer,
+                 pLSE2: cute.Pointer,
                  pDelta: cute.Pointer, pdQacc: cute.Pointer, pSeqQ: cute.Pointer, pSink: cute.Pointer,
                  pDsinkPart: cute.Pointer, pSem: cute.Pointer, batch: Int32, heads: Int32, seqlen_q: Int32,
                  seqlen_q_pad: Int32, head_dim_v: Int32, flags: Int32, o_sb: Int64, o_sh: Int64, o_ss: Int64,
                  do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
-                 stream: cuda.CUstream):
+                 dlse_sb: Int64, dlse_sh: Int64, dlse_ss: Int64, stream: cuda.CUstream):
         def bhsd(p, sb, sh, ss):
             stride = (cute.assume(sb, divby=8), cute.assume(sh, divby=8), cute.assume(ss, divby=8), 1)
             return cute.make_tensor(p, cute.make_layout((batch, heads, seqlen_q, head_dim_v), stride=stride))
@@ -42,6 +44,7 @@ class PreprocessKernel(rw.RowwiseKernel):
         rs = cute.assume(Int64(sqp), divby=rw.SEQ_PAD)
         n_blk = sqp // rw.ROWS_PER_CTA
         mLSE = cute.make_tensor(pLSE, cute.make_layout((batch, heads, seqlen_q), stride=(lse_sb, lse_sh, lse_ss)))
+        mDlse = cute.make_tensor(pDlse, cute.make_layout((batch, heads, seqlen_q), stride=(dlse_sb, dlse_sh, dlse_ss)))
         vec = cute.make_layout((batch, heads, sqp), stride=(cute.assume(rs * heads, divby=rw.SEQ_PAD), rs, 1))
         acc_rs = cute.assume(rs * self.D, divby=rw.SEQ_PAD)
         mdQacc = cute.make_tensor(pdQacc, cute.make_layout(
@@ -52,13 +55,13 @@ class PreprocessKernel(rw.RowwiseKernel):
                                                               stride=(n_blk * heads, n_blk, 1)))
         side = SimpleNamespace(seq_q=cute.make_tensor(pSeqQ, cute.make_layout(batch)),
                                sink=cute.make_tensor(pSink, cute.make_layout(heads)), part=mPart, sem=mSem)
-        self.kernel(bhsd(pO, o_sb, o_sh, o_ss), bhsd(pdO, do_sb, do_sh, do_ss), mLSE,
+        self.kernel(bhsd(pO, o_sb, o_sh, o_ss), bhsd(pdO, do_sb, do_sh, do_ss), mLSE, mDlse,
                     cute.make_tensor(pLSE2, vec), cute.make_tensor(pDelta, vec), mdQacc, side.seq_q, side.sink,
                     side.part, side.sem, flags).launch(
             grid=(n_blk, heads, batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
 
     @cute.kernel
-    def kernel(self, mO: cute.Tensor, mdO: cute.Tensor, mLSE: cute.Tensor, mLSE2: cute.Tensor,
+    def kernel(self, mO: cute.Tensor, mdO: cute.Tensor, mLSE: cute.Tensor, mDlse: cute.Tensor, mLSE2: cute.Tensor,
                mDelta: cute.Tensor, mdQacc: cute.Tensor, mSeqQ: cute.Tensor, mSink: cute.Tensor,
                mPart: cute.Tensor, mSem: cute.Tensor, flags: Int32):
         tidx, _, _ = cute.arch.thread_idx()
@@ -81,6 +84,8 @@ class PreprocessKernel(rw.RowwiseKernel):
                 lse2 = Float32(math.inf)
                 term = Float32(0.0)
                 if row < seqlen_q:
+                    if (flags & FLAG_DLSE) != 0:
+                        delta = delta - mDlse[batch, head, row]
                     lse = mLSE[batch, head, row]
                     lse2 = lse * LOG2_E if lse != -Float32.inf else Float32(math.inf)
                     if has_sink:

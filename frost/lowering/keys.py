@@ -12,7 +12,8 @@ from frost.lowering.signature import TensorSignature
 
 def feature_tag(facts: Facts) -> str:
     flags = (("gqa", facts.gqa_group > 1), ("padq", facts.has_padding_q), ("padkv", facts.has_padding_kv),
-             ("sink", facts.has_sink), ("det", facts.deterministic), ("i64", facts.needs_int64_offsets))
+             ("sink", facts.has_sink), ("dlse", facts.has_dlse), ("det", facts.deterministic),
+             ("i64", facts.needs_int64_offsets))
     return "+".join(name for name, on in flags if on) or "plain"
 
 

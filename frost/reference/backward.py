@@ -1,7 +1,9 @@
 """Reference backward: dQ, dK, dV and dSink from the saved O and LSE, one query block at a time.
 
 Per block (all batches and heads): recompute P from the saved LSE, then dV += Pᵀ·dO, dP = dO·Vᵀ,
-dS = P∘(dP − Δ), dQ = scale·dS·K, dK += scale·dSᵀ·Q and dSink −= Σ exp(sink − LSE)·Δ.
+dS = P∘(dP − Δ), dQ = scale·dS·K, dK += scale·dSᵀ·Q and dSink −= Σ exp(sink − LSE)·Δ, with
+Δ = rowsum(dO∘O) − dLSE: a gradient dLSE on the forward's LSE output adds dLSE·∂LSE/∂S = dLSE·P to dS (and
+dLSE·exp(sink − LSE) to dSink), which is the same as lowering Δ by dLSE.
 Padded query rows are zeroed before use, so garbage (even NaN) in their O, dO or LSE reaches no output."""
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def _block(p: Problem, t: dict, sink: torch.Tensor | None, acc: _Grads, i0: int,
     q = grouped_rows(t["q"], hkv, i0, i1, cd)
     do = _live(grouped_rows(t["do"], hkv, i0, i1, cd), rows)
     delta = (do * _live(grouped_rows(t["o"], hkv, i0, i1, cd), rows)).sum(-1)
+    if "dlse" in t:
+        delta = delta - _live(grouped_rows(t["dlse"], hkv, i0, i1, cd), rows)
     lse = grouped_rows(t["lse"], hkv, i0, i1, cd)
     prob = probabilities(masked_scores(q, t["k"], p.scale, keep), lse, keep)
     acc.dv += _group_sum_t(as_operand(prob, io), do)
@@ -73,16 +77,20 @@ def attention_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, o: tor
                        lse: torch.Tensor, *, scale: float | None = None, causal: bool = False,
                        alignment: str = "top_left", band_left: int | None = None, band_right: int | None = None,
                        seq_len_q: torch.Tensor | None = None, seq_len_kv: torch.Tensor | None = None,
-                       sink: torch.Tensor | None = None, block_rows: int | None = None,
+                       sink: torch.Tensor | None = None, dlse: torch.Tensor | None = None,
+                       block_rows: int | None = None,
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Attention backward on logical BHSD tensors (any strides). Returns dQ, dK, dV in q's dtype and in the
     memory order of q, k, v, and dSink (Hq,) (fp32, or fp64 for fp64 inputs) or None without a sink.
-    `lse` must include the sink term, as attention_forward returns it."""
+    `lse` must include the sink term, as attention_forward returns it. `dlse` (B, Hq, Sq): the gradient on that
+    LSE output when the loss uses it (None: zero)."""
     p = resolve(q, k, v, scale=scale, causal=causal, alignment=alignment, band_left=band_left,
                 band_right=band_right, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink)
-    check_backward_tensors(p, q, o, do, lse)
+    check_backward_tensors(p, q, o, do, lse, dlse)
     cd, g = p.compute_dtype, p.group
     t = {"q": q, "o": o, "do": do, "lse": lse, "k": k.to(cd).unsqueeze(2), "v": v.to(cd).unsqueeze(2)}
+    if dlse is not None:
+        t["dlse"] = dlse
     sink_c = sink.to(cd).view(1, p.heads_kv, g, 1) if sink is not None else None
     acc = _Grads(dq=torch.zeros((p.batch, p.heads_q, p.seq_q, p.dim_qk), dtype=cd, device=q.device),
                  dk=torch.zeros((p.batch, p.heads_kv, p.seq_kv, p.dim_qk), dtype=cd, device=q.device),

@@ -125,9 +125,12 @@ def resolve(q, k, v, *, scale, causal, alignment, band_left, band_right, seq_len
                    scale=_scale(scale, dqk), io_dtype=q.dtype, compute_dtype=compute_dtype(q.dtype), mask=mask)
 
 
-def check_backward_tensors(p: Problem, q: torch.Tensor, o: object, do: object, lse: object) -> None:
-    """o and do are (B, Hq, Sq, Dv) in the io dtype; lse is (B, Hq, Sq) fp32 or wider."""
+def check_backward_tensors(p: Problem, q: torch.Tensor, o: object, do: object, lse: object,
+                           dlse: object = None) -> None:
+    """o and do are (B, Hq, Sq, Dv) in the io dtype; lse (and dlse, when given) is (B, Hq, Sq) fp32 or wider."""
     shape = (p.batch, p.heads_q, p.seq_q, p.dim_v)
     _expect("o", o, shape, (p.io_dtype,), q.device)
     _expect("do", do, shape, (p.io_dtype,), q.device)
     _expect("lse", lse, shape[:3], STAT_DTYPES, q.device)
+    if dlse is not None:
+        _expect("dlse", dlse, shape[:3], STAT_DTYPES, q.device)

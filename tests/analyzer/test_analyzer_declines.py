@@ -21,10 +21,10 @@ def test_baseline_is_served_by_the_kernels():
     assert report.ops[0].declined == {}
 
 
-# An engine narrower than cute_sm120 (which now serves every mask, GQA, padding, sink and deterministic mode): the
+# An engine narrower than cute_sm120 (which now serves every mask, GQA, padding, sink, dlse and deterministic mode): the
 # decline rules for those features are exercised against it.
 NARROW = dataclasses.replace(CUTE_SM120, masks=("none", "causal"), gqa=False, padding=False, sink=False,
-                             deterministic=False)
+                             dlse=False, deterministic=False)
 
 # (graph, target, capability, expected [(code, field)]) -- each case breaks exactly one rule
 ALONE = {
@@ -42,6 +42,7 @@ ALONE = {
     "padding": (lambda: baseline(padded=True), "sm_120", NARROW,
                 [("padding", "has_padding_q"), ("padding", "has_padding_kv")]),
     "sink": (lambda: baseline(sink=True), "sm_120", NARROW, [("sink", "has_sink")]),
+    "dlse": (lambda: baseline(dlse=True), "sm_120", NARROW, [("dlse", "has_dlse")]),
     "deterministic": (lambda: baseline(deterministic=True), "sm_90", NARROW,
                       [("deterministic", "deterministic")]),
     # head dim stored outermost-but-one (B, S, D, H): stride 8 on D, still 16-byte aligned

@@ -61,6 +61,33 @@ def test_autograd_matches_fp64_torch_autograd(data):
         assert torch.allclose(a.double(), b, atol=2e-4, rtol=1e-3), (a.double() - b).abs().max()
 
 
+def test_lse_gradient_matches_fp64_torch_autograd(data):
+    """A loss that uses the returned LSE too (as post-hoc sink or ring-attention merges do): frost.attention passes
+    that gradient on (dlse), and every gradient matches plain torch autograd in fp64. Padded rows' LSE gets no
+    gradient (frost skips padded rows, DESIGN.md), so the loss weights only valid rows."""
+    from tests_naive import naive_attention
+
+    g = torch.Generator().manual_seed(1)
+    valid = torch.arange(SQ).view(1, 1, -1) < data["seq_len_q"].long().view(-1, 1, 1)
+    dl = torch.randn(B, HQ, SQ, generator=g) * valid
+    d64 = {n: (t.double() if t.is_floating_point() else t) for n, t in data.items()}
+    q, k, v, sink = (d64[n].clone().requires_grad_() for n in ("q", "k", "v", "sink"))
+    out, lse = naive_attention(q, k, v, sink, d64["seq_len_q"], d64["seq_len_kv"], left=6, return_lse=True)
+    (out.mul(d64["do"]).sum() + lse.mul(dl.double()).sum()).backward()
+    leaves = [data[n].clone().requires_grad_() for n in ("q", "k", "v", "sink")]
+    out32, lse32 = attention(*leaves[:3], sink=leaves[3], seq_len_q=data["seq_len_q"], seq_len_kv=data["seq_len_kv"],
+                             return_lse=True, **OPTIONS)
+    (out32.mul(data["do"]).sum() + lse32.mul(dl).sum()).backward()
+    for a, b in zip(leaves, (q, k, v, sink)):
+        assert torch.allclose(a.grad.double(), b.grad, atol=2e-4, rtol=1e-3), (a.grad.double() - b.grad).abs().max()
+    # the LSE's part is not negligible: without it dq, dk and dsink are far off (dv does not depend on it)
+    without = [data[n].clone().requires_grad_() for n in ("q", "k", "v", "sink")]
+    attention(*without[:3], sink=without[3], seq_len_q=data["seq_len_q"], seq_len_kv=data["seq_len_kv"],
+              **OPTIONS).mul(data["do"]).sum().backward()
+    for i in (0, 1, 3):
+        assert (without[i].grad - leaves[i].grad).abs().max() > 0.1
+
+
 def test_window_size_conventions(data):
     q, k, v = data["q"], data["k"], data["v"]
     out, lse = attention(q, k, v, return_lse=True)

@@ -3,8 +3,9 @@
 import torch
 
 
-def naive_attention(q, k, v, sink, seq_len_q, seq_len_kv, left=None):
-    """BSHD, causal bottom-right with an optional left window, sink, padded sequences; padded rows output 0."""
+def naive_attention(q, k, v, sink, seq_len_q, seq_len_kv, left=None, return_lse=False):
+    """BSHD, causal bottom-right with an optional left window, sink, padded sequences; padded rows output 0
+    (and, with return_lse, the natural-log LSE (B, Hq, Sq) including the sink term)."""
     b, sq, hq, d = q.shape
     skv, g = k.shape[1], hq // k.shape[2]
     qh, kh, vh = q.transpose(1, 2), k.repeat_interleave(g, 2).transpose(1, 2), v.repeat_interleave(g, 2).transpose(1, 2)
@@ -18,5 +19,5 @@ def naive_attention(q, k, v, sink, seq_len_q, seq_len_kv, left=None):
     s = s.masked_fill(~keep[:, None], float("-inf"))
     logits = torch.cat([s, sink.view(1, hq, 1, 1).expand(b, hq, sq, 1)], dim=-1)
     p = torch.softmax(logits, dim=-1)[..., :-1]
-    out = (p @ vh).transpose(1, 2)
-    return out * (i.view(1, -1, 1, 1) < lq.view(-1, 1, 1, 1))
+    out = (p @ vh).transpose(1, 2) * (i.view(1, -1, 1, 1) < lq.view(-1, 1, 1, 1))
+    return (out, torch.logsumexp(logits, dim=-1)) if return_lse else out

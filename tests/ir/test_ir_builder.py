@@ -19,7 +19,7 @@ def bshd_strides(b: int, h: int, s: int, d: int) -> tuple[int, ...]:
 
 def test_one_call_graph_declares_every_tensor() -> None:
     g = sdpa_backward_graph(2, 8, 128, 64, heads_kv=2, seq_kv=96, head_dim_v=32, sink=True, padded=True,
-                            causal=True, alignment="bottom_right", band_left=16)
+                            dlse=True, causal=True, alignment="bottom_right", band_left=16)
     specs = {t.name: (t.shape, t.dtype, t.strides) for t in g.tensors}
     assert specs == {
         "q": ((2, 8, 128, 64), "bfloat16", bshd_strides(2, 8, 128, 64)),
@@ -29,6 +29,7 @@ def test_one_call_graph_declares_every_tensor() -> None:
         "do": ((2, 8, 128, 32), "bfloat16", bshd_strides(2, 8, 128, 32)),
         "lse": ((2, 8, 128), "float32", None),
         "sink": ((8,), "float32", None),
+        "dlse": ((2, 8, 128), "float32", None),
         "seq_len_q": ((2,), "int32", None),
         "seq_len_kv": ((2,), "int32", None),
         "attn.dq": ((2, 8, 128, 64), "bfloat16", bshd_strides(2, 8, 128, 64)),
@@ -39,7 +40,8 @@ def test_one_call_graph_declares_every_tensor() -> None:
     (op,) = g.ops
     assert isinstance(op, SdpaBackwardOp) and g.sdpa_ops() == [op] and op.name == "attn"
     assert op.inputs.model_dump() == {"q": "q", "k": "k", "v": "v", "o": "o", "do": "do", "lse": "lse",
-                                      "sink": "sink", "seq_len_q": "seq_len_q", "seq_len_kv": "seq_len_kv"}
+                                      "sink": "sink", "dlse": "dlse", "seq_len_q": "seq_len_q",
+                                      "seq_len_kv": "seq_len_kv"}
     assert op.outputs.model_dump() == {"dq": "attn.dq", "dk": "attn.dk", "dv": "attn.dv", "dsink": "attn.dsink"}
     assert (op.causal, op.alignment, op.band, op.mask_kind) == (True, "bottom_right", (16, 0), "band")
     assert (op.attn_scale, op.deterministic) == (None, False)
@@ -106,3 +108,18 @@ def test_schema_command_prints_the_graph_json_schema(capsys, tmp_path) -> None:
     assert {"tensors", "ops"} <= set(schema["properties"]) and "SdpaBackwardOp" in schema["$defs"]
     assert frost.cli.main(["schema", "--output", str(tmp_path / "s.json")]) == 0
     assert json.loads((tmp_path / "s.json").read_text()) == schema
+
+
+def test_dlse_must_be_fp32_and_shaped_like_lse() -> None:
+    import pytest
+
+    from frost.errors import GraphError
+
+    for shape, dtype, what in (((2, 8, 64), "float32", "shape"), ((2, 8, 128), "bfloat16", "dtype")):
+        b = GraphBuilder("g")
+        names = [b.tensor(n, (2, 8, 128, 64), "bfloat16") for n in ("q", "k", "v", "o", "do")]
+        lse = b.tensor("lse", (2, 8, 128), "float32")
+        dlse = b.tensor("dlse", shape, dtype)
+        with pytest.raises(GraphError, match=rf"dlse.*{what}"):
+            b.sdpa_backward(*names, lse, dlse=dlse)
+            b.build()

@@ -82,6 +82,7 @@ class Case:
     seq_len_q: list | None = None
     seq_len_kv: list | None = None
     sink: object = None
+    dlse: bool = False   # a random gradient on the forward's LSE output (a strided (B, Hq, Sq) view)
     deterministic: bool = False
     layout: str = "bshd"
     seed: int = 0
@@ -90,7 +91,7 @@ class Case:
     def describe(self) -> str:
         return (f"{self.dtype} d={self.dqk}/{self.dv} B={self.b} H={self.hq}/{self.hkv} S={self.sq}/{self.skv} "
                 f"causal={self.causal} {self.alignment} band=({self.band_left},{self.band_right}) "
-                f"lens=({self.seq_len_q},{self.seq_len_kv}) sink={self.sink} det={self.deterministic} "
+                f"lens=({self.seq_len_q},{self.seq_len_kv}) sink={self.sink} dlse={self.dlse} det={self.deterministic} "
                 f"{self.layout} seed={self.seed} {self.tag}")
 
 
@@ -114,7 +115,10 @@ def build_inputs(c: Case):
               band_right=c.band_right, seq_len_q=lens_q, seq_len_kv=lens_kv)
     o64, lse64 = reference.attention_forward(q.double(), k.double(), v.double(), sink=_dbl(sink), **kw)
     o, lse = o64.to(tdt), lse64.float()
-    return dict(q=q, k=k, v=v, o=o, do=do, lse=lse, sink=sink, kw=kw)
+    dlse = None
+    if c.dlse:  # every other row of a wider buffer: the kernels take its strides
+        dlse = torch.randn((c.b, c.hq, 2 * c.sq), generator=gen, device="cuda")[..., ::2]
+    return dict(q=q, k=k, v=v, o=o, do=do, lse=lse, sink=sink, dlse=dlse, kw=kw)
 
 
 def _dbl(t):
@@ -124,7 +128,7 @@ def _dbl(t):
 def kernel_features(c: Case, inp) -> dict:
     kw = inp["kw"]
     return dict(seq_len_q=kw["seq_len_q"], seq_len_kv=kw["seq_len_kv"], band_left=c.band_left,
-                band_right=c.band_right, sink=inp["sink"], deterministic=c.deterministic)
+                band_right=c.band_right, sink=inp["sink"], dlse=inp["dlse"], deterministic=c.deterministic)
 
 
 def compiled(c: Case):
@@ -152,9 +156,10 @@ def check_case(c: Case) -> list[str]:
 
     inp = build_inputs(c)
     q, k, v, o, do, lse, sink, kw = (inp[n] for n in ("q", "k", "v", "o", "do", "lse", "sink", "kw"))
+    dlse = inp["dlse"]
     oracle = reference.attention_backward(q.double(), k.double(), v.double(), o.double(), do.double(),
-                                          lse.double(), sink=_dbl(sink), **kw)
-    lowp = reference.attention_backward(q, k, v, o, do, lse, sink=sink, **kw)
+                                          lse.double(), sink=_dbl(sink), dlse=_dbl(dlse), **kw)
+    lowp = reference.attention_backward(q, k, v, o, do, lse, sink=sink, dlse=dlse, **kw)
     cfg, bwd = compiled(c)
     got = run_backward(bwd, cfg, q, k, v, o, do, lse, kw["scale"], **kernel_features(c, inp))
     torch.cuda.synchronize()

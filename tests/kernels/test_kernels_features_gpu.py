@@ -47,6 +47,13 @@ EDGES = {
     # whole extents empty: the compiled chain skips the kernels with nothing to do (dsink still written)
     "empty_extents": [Case(sq=0, skv=77, hq=4, hkv=2, sink=1.0), Case(sq=77, skv=0, sink=-1.0, causal=True),
                       Case(b=0, sq=30, skv=20, sink=0.5), Case(sq=0, skv=0, sink=2.0, deterministic=True)],
+    # a gradient on the forward's LSE output (strided), with padding, sink, GQA, bands; rows and grid kernels
+    "dlse": [Case(b=2, hq=4, hkv=2, sq=150, skv=190, causal=True, band_left=60, seq_len_q=[150, 101],
+                  seq_len_kv=[190, 99], sink=0.7, dlse=True, seed=11),
+             Case(b=2, hq=4, hkv=1, sq=300, skv=260, dqk=128, dv=128, causal=True, alignment=BR, dlse=True,
+                  deterministic=True, seq_len_q=[300, 0], seed=12),
+             Case(sq=200, skv=230, dqk=192, dv=192, dlse=True, sink=[2.0, -1.0], dtype="float16", seed=13),
+             Case(sq=77, skv=1, dqk=40, dv=40, causal=True, alignment=BR, dlse=True, sink=30.0, seed=14)],
     "right_band_widening": [Case(sq=200, skv=200, causal=True, band_right=37),
                             Case(sq=150, skv=230, causal=True, band_right=70, alignment=BR, hq=4, hkv=1)],
 }
@@ -149,19 +156,19 @@ def _bits(t):
 
 @pytest.mark.parametrize("det", (False, True), ids=("default", "deterministic"))
 def test_sanitizer_features(det):
-    """Small GQA + padding + band + sink configuration for compute-sanitizer (memcheck / racecheck): one head
-    dim per main-kernel tile family (rows kernel with 8/4 warps and one/two passes, the warp-grid kernel, with V
-    as wide as Q/K and narrower)."""
+    """Small GQA + padding + band + sink (+ dlse) configuration for compute-sanitizer (memcheck / racecheck): one
+    head dim per main-kernel tile family (rows kernel with 8/4 warps and one/two passes, the warp-grid kernel, with
+    V as wide as Q/K and narrower)."""
     run_cases([Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
                     band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
-                    seed=d) for d in (64, 128, 192, 256)]
+                    dlse=d == 128, seed=d) for d in (64, 128, 192, 256)]
               + [Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=192, dv=128, causal=True, alignment=BR, band_left=40,
                       band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
                       seed=7)])
 
 
 def test_bad_runtime_inputs():
-    """Wrong seq_len / sink tensors raise TensorError (a ValueError) naming the tensor, before any launch."""
+    """Wrong seq_len / sink / dlse tensors raise TensorError (a ValueError) naming the tensor, before any launch."""
     from frost.errors import TensorError
 
     c = Case(b=2, hq=4, hkv=2, sq=50, skv=60, sink=0.0)
@@ -179,6 +186,8 @@ def test_bad_runtime_inputs():
         "sink.dtype": dict(sink=good_sink.double(), dsink=dsink),
         "sink.device": dict(sink=good_sink.cpu(), dsink=dsink),
         "dsink": dict(sink=good_sink),
+        "dlse.shape": dict(dlse=torch.zeros(2, 4, 49, device="cuda")),
+        "dlse.dtype": dict(dlse=torch.zeros(2, 4, 50, device="cuda", dtype=torch.float64)),
     }
     for subject, kw in bad.items():
         for t in args[6:]:

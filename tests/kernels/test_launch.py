@@ -13,7 +13,7 @@ from frost.kernels.bwd_main import BwdMainKernel
 from frost.kernels.chain import BackwardChain
 from frost.kernels.dq_convert import DqConvertKernel
 from frost.kernels.launch import LOG2_E, Launch, Problem
-from frost.kernels.mask import FLAG_BOTTOM_RIGHT, FLAG_DETERMINISTIC, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND
+from frost.kernels.mask import FLAG_BOTTOM_RIGHT, FLAG_DETERMINISTIC, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND
 from frost.kernels.preprocess import PreprocessKernel
 
 KERNELS = {"preprocess": PreprocessKernel, "main": BwdMainKernel, "dq_convert": DqConvertKernel}
@@ -89,8 +89,19 @@ def test_absent_inputs_get_a_stand_in_and_no_flag():
     cfg, tensors, ws = _problem_tensors()
     Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125))(*tensors, ws, 3)
     a = calls["backward"]
-    assert a["pSeqQ"] == a["pSeqKV"] == a["pSink"] == a["pDsink"] == ws["delta"].data_ptr()
+    assert a["pSeqQ"] == a["pSeqKV"] == a["pSink"] == a["pDsink"] == a["pDlse"] == ws["delta"].data_ptr()
     assert a["flags"] == FLAG_BOTTOM_RIGHT and a["band_left"] == NO_BOUND
+
+
+def test_dlse_travels_with_its_strides_and_flag():
+    calls = {}
+    cfg, tensors, ws = _problem_tensors()
+    dlse = torch.zeros(2, 4, 200)[..., ::2]          # a strided (B, Hq, Sq) view
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, dlse=True))(*tensors, ws, 3,
+                                                                                           dlse=dlse)
+    a = calls["backward"]
+    assert a["pDlse"] == dlse.data_ptr() and (a["dlse_sb"], a["dlse_sh"], a["dlse_ss"]) == (800, 200, 2)
+    assert a["flags"] == FLAG_BOTTOM_RIGHT | FLAG_DLSE
 
 
 def test_empty_problems_zero_dsink():

@@ -92,7 +92,8 @@ def _launchers(kernel, op, facts: Facts):
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse, outs.dq, outs.dk, outs.dv)
     optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
-                                            ("sink", ins.sink), ("dsink", outs.dsink)) if name is not None}
+                                            ("sink", ins.sink), ("dsink", outs.dsink), ("dlse", ins.dlse))
+                if name is not None}
     scratch = "sink" in optional and "dsink" not in optional
     padded = "seq_len_q" in optional or "seq_len_kv" in optional
     from frost.kernels.api import check_length_values
@@ -100,7 +101,8 @@ def _launchers(kernel, op, facts: Facts):
 
     launch = kernel.bind(Problem(facts.batch, facts.heads_q, facts.heads_kv, facts.seq_q, facts.seq_kv,
                                  facts.attn_scale, op.band_left, op.band_right, facts.deterministic,
-                                 "seq_len_q" in optional, "seq_len_kv" in optional, "sink" in optional))
+                                 "seq_len_q" in optional, "seq_len_kv" in optional, "sink" in optional,
+                                 "dlse" in optional))
 
     def run(tensors: dict, workspace: dict, stream, seq_major: bool = False) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}

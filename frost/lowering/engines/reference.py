@@ -9,7 +9,8 @@ from frost.lowering.plan import KernelLaunch, Lowering
 
 def reference_key(facts: Facts) -> str:
     return (f"reference|{facts.dtype}|d{facts.head_dim_qk}x{facts.head_dim_v}|{facts.mask}|{facts.alignment}"
-            f"|g{facts.gqa_group}|pad{int(facts.has_padding_q)}{int(facts.has_padding_kv)}|sink{int(facts.has_sink)}")
+            f"|g{facts.gqa_group}|pad{int(facts.has_padding_q)}{int(facts.has_padding_kv)}|sink{int(facts.has_sink)}"
+            f"{'|dlse' if facts.has_dlse else ''}")
 
 
 class ReferenceEngine:
@@ -20,7 +21,7 @@ class ReferenceEngine:
         grads = (outs.dq, outs.dk, outs.dv, outs.dsink)
         options = dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment,
                        band_left=op.band_left, band_right=op.band_right)
-        optional = {"seq_len_q": ins.seq_len_q, "seq_len_kv": ins.seq_len_kv, "sink": ins.sink}
+        optional = {"seq_len_q": ins.seq_len_q, "seq_len_kv": ins.seq_len_kv, "sink": ins.sink, "dlse": ins.dlse}
         operands = (ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse)
 
         def run(tensors: dict, workspace: dict, stream) -> None:
