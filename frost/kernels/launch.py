@@ -89,8 +89,13 @@ class Launch:
                 workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, dlse_p, *self.sizes,
                 *st(q), *st(k), *st(v), *st(o), *st(do), *lse.stride(), *dlse_st, *st(dq), *st(dk), *st(dv),
                 *self.tail)
-        # graphs are captured in the current device's context: replay only when the tensors live there
-        if self.replay is not None and q.is_cuda and q.get_device() == self.current_device():
+        device = q.get_device()   # -1 off CUDA (test fakes)
+        if device >= 0 and device != self.current_device():
+            # the launches go to the current device's context: make the tensors' device current for them
+            # (graphs are captured in the current context too, so this path launches directly)
+            with _device_guard(device):
+                self.backward(*args, s)
+        elif self.replay is not None and device >= 0:
             self.replay(args, s)
         else:
             self.backward(*args, s)
@@ -119,6 +124,12 @@ def _current_stream_getter():
 
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     return raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
+
+
+def _device_guard(index: int):
+    import torch
+
+    return torch.cuda.device(index)
 
 
 def _current_device_getter():
