@@ -17,7 +17,7 @@ job feat_edges $PT $K/test_kernels_features_gpu.py -k "edges or bad_runtime"
 job feat_rand01 $PT $K/test_kernels_features_gpu.py -k "random_matrix and (0 or 1)"
 job feat_rand23 $PT $K/test_kernels_features_gpu.py -k "random_matrix and (2 or 3)"
 job feat_det $PT $K/test_kernels_features_gpu.py -k "deterministic_bitwise or sanitizer_features or deterministic_modes"
-job engine $PT $K/test_engine_features_gpu.py tests/lowering/test_gpu_cute.py
+job engine $PT $K/test_engine_features_gpu.py tests/lowering/test_gpu_cute.py tests/lowering/test_gpu_multi_device.py
 SAN="compute-sanitizer --report-api-errors no"
 job memcheck $SAN --tool memcheck $PT $K/test_kernels_features_gpu.py -k sanitizer_features
 job racecheck $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and default"
