@@ -10,19 +10,8 @@ import torch
 
 import frost.functional as functional
 from frost.errors import TensorError
-from frost.lowering import FakeCompiler, use_compiler
-
-
-class Keeping(FakeCompiler):
-    """A fake compiler that keeps its kernels, to read their launches back."""
-
-    def __init__(self):
-        super().__init__(persist=False)
-        self.kernels = []
-
-    def compile(self, unit):
-        self.kernels.append(super().compile(unit))
-        return self.kernels[-1]
+from frost.lowering import use_compiler
+from lowering_helpers import Keeping
 
 
 @pytest.fixture

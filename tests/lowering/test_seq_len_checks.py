@@ -8,20 +8,8 @@ import torch
 
 import frost.compile_api as api
 from frost.errors import TensorError
-from frost.lowering import FakeCompiler, use_compiler
-from lowering_helpers import inputs_for, small_graph
-
-
-class Keeping(FakeCompiler):
-    """A fake compiler that keeps its kernels, to read their launches back."""
-
-    def __init__(self):
-        super().__init__(persist=False)
-        self.kernels = []
-
-    def compile(self, unit):
-        self.kernels.append(super().compile(unit))
-        return self.kernels[-1]
+from frost.lowering import use_compiler
+from lowering_helpers import Keeping, inputs_for, small_graph
 
 
 def _launches(graph, bad_length: bool = False) -> list:
