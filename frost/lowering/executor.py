@@ -119,8 +119,8 @@ class Executor:
         self.no_views = tuple({} for _ in self.runs)
         self.last_views = None
         seq_major = tuple(op.lowering.run_seq_major for op in plan.ops)
-        self.seq_major_runs = None if None in seq_major else tuple(zip(seq_major, (r for _, r in self.runs)))
-        self.aligned = tuple((e, e.name) for e in self.expects if e.aligned)
+        self.seq_major_runs = None if None in seq_major else seq_major
+        self.aligned = tuple(e for e in self.expects if e.aligned)
 
     def execute(self, tensors: dict, workspace, stream) -> dict:
         """The hot path: one pass over the plan's tensors, comparing each with what the plan expects."""
@@ -152,12 +152,11 @@ class Executor:
 
     def execute_trusted_seq_major(self, tensors: dict, device) -> None:
         """Plan._execute_trusted_seq_major: the alignment checks, a fresh workspace, the runs."""
-        for e, name in self.aligned:
-            t = tensors[name]
+        for e in self.aligned:
+            t = tensors[e.name]
             if t.data_ptr() & 15:
                 _misaligned(e, t)
-        views = self._workspace(None, device)
-        for (run, _), ws in zip(self.seq_major_runs, views):
+        for run, ws in zip(self.seq_major_runs, self._workspace(None, device)):
             run(tensors, ws, None)
 
     def _missing(self, e: Expect, device) -> torch.Tensor:
@@ -191,8 +190,7 @@ class Executor:
         if workspace is None:  # a buffer of this call's own: carved where it starts aligned, not remembered
             if self.workspace_size == 0:
                 return self.no_views
-            buf = torch.empty(self.workspace_size + ALIGN, dtype=torch.uint8, device=device)
-            skip = -buf.data_ptr() % ALIGN
+            buf, skip = self._aligned_buffer(device)
             return tuple(carve(buf, regions, skip) for _, regions in self.runs)
         else:
             hit = self.last_views
@@ -208,11 +206,15 @@ class Executor:
             self.last_views = None
 
     def new_workspace(self, device=None) -> torch.Tensor:
-        """workspace_size bytes starting on a 256-byte boundary (over-allocated by 256 where the allocator's own
-        alignment is smaller, e.g. on CPU; _workspace carves its own buffers the same way)."""
-        buf = torch.empty(self.workspace_size + ALIGN, dtype=torch.uint8, device=device)
-        skip = -buf.data_ptr() % ALIGN
+        """workspace_size bytes starting on a 256-byte boundary."""
+        buf, skip = self._aligned_buffer(device)
         return buf[skip:skip + self.workspace_size]
+
+    def _aligned_buffer(self, device) -> tuple[torch.Tensor, int]:
+        """(buffer, skip): workspace_size bytes start ``skip`` bytes in, on a 256-byte boundary (over-allocated by
+        256 where the allocator's own alignment is smaller, e.g. on CPU)."""
+        buf = torch.empty(self.workspace_size + ALIGN, dtype=torch.uint8, device=device)
+        return buf, -buf.data_ptr() % ALIGN
 
     def new_outputs(self, device=None) -> dict:
         return {e.name: torch.empty_strided(e.shape, e.strides, dtype=e.dtype, device=device) for e in self.outputs}
