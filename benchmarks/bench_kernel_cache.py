@@ -2,7 +2,8 @@
 
 Issue 7's targets: cold compile <= 10 s, from the disk cache <= 0.5 s. Each child reports, each timed alone and in
 this order: importing torch and cutlass, creating the CUDA context, importing frost, frost.compile (which compiles
-or loads the kernels), and the first execute (with synchronisation).
+or loads the kernels, and probes the graph or reads its probe report from the disk cache), and the first execute
+(with synchronisation).
 
     python benchmarks/bench_kernel_cache.py [--dtype bfloat16] [--head-dim 64]
 """
@@ -63,7 +64,8 @@ def main() -> None:
             print(f"{label}: frost.compile {r['compile_s']:.2f} s (before it, each timed alone: import torch + "
                   f"cutlass {r['import_cutlass_s']:.2f} s, CUDA context {r['cuda_init_s']:.2f} s, import frost "
                   f"{r['import_frost_s']:.2f} s), first execute {r['first_execute_s']:.2f} s; engine {r['engine']}, "
-                  f"compiles {r['compiles']}, disk hits {r['disk_hits']}")
+                  f"compiles {r['compiles']}, disk hits {r['disk_hits']}, probe reports read from disk "
+                  f"{r.get('report_hits', 0)}")
             print("\n".join(line for line in proc.stderr.splitlines() if "child:" in line))
 
 

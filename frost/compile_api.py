@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from frost.analyzer import ENGINES, normalise_target, probe
+from frost.analyzer import ENGINES, normalise_target
 from frost.analyzer.memo import per_graph
 from frost.errors import NotSupported
 from frost.lowering.compiler import get_compiler
@@ -16,6 +16,7 @@ from frost.lowering.engines import ADAPTERS
 from frost.lowering.lower import lower_graph
 from frost.lowering.plan import Plan
 from frost.lowering.plan_cache import PLANS
+from frost.lowering.report_cache import probe_with_disk_cache
 
 log = logging.getLogger("frost")
 PREFERRED = ENGINES[0].engine
@@ -65,7 +66,7 @@ def compiler_tag() -> int:
 def build_plan(graph, target: str, engine: str | None = None) -> Plan:
     """compile() without the plan cache (callers with their own cache key, like the functional API)."""
     target = normalise_target(target)
-    report = probe(graph, target)
+    report = probe_with_disk_cache(graph, target, _graph_text(graph))
     if not report.ops:
         raise NotSupported(f"frost claims no op of graph {graph.name!r}\n{report.to_text()}", report)
     choices = [(s, _engine_for(s, engine, report)) for s in report.ops]

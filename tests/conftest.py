@@ -1,4 +1,5 @@
-"""Shared test setup: `gpu` tests skip unless torch sees a CUDA device."""
+"""Shared test setup: `gpu` tests skip unless torch sees a CUDA device; every test gets a private disk-cache
+directory."""
 
 from __future__ import annotations
 
@@ -20,3 +21,9 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def private_cache_dir(tmp_path, monkeypatch):
+    """frost's disk cache (kernels, probe reports) goes to the test's own directory, never the user's."""
+    monkeypatch.setenv("FROST_CACHE_DIR", str(tmp_path / "frost-cache"))

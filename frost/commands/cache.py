@@ -1,5 +1,6 @@
-"""`frost cache [--prune | --clear] [--dir DIR]`: where compiled kernels are kept on disk, how much, and removal of
-the entries this frost can no longer load (each kernel-source or cutlass-dsl change starts a new group)."""
+"""`frost cache [--prune | --clear] [--dir DIR]`: where compiled kernels (and the probe reports of compiled graphs)
+are kept on disk, how much, and removal of the entries this frost can no longer load (each kernel-source or
+cutlass-dsl change starts a new kernel group, each analyzer or IR change a new report group)."""
 
 from __future__ import annotations
 
@@ -18,16 +19,18 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from frost.lowering.disk_cache import cache_groups, code_version, default_root, remove_groups
+    from frost.lowering.report_cache import current_report_group, report_root
 
     root = Path(args.dir).expanduser() if args.dir else default_root()
+    stores = ((root, None), (report_root(root), current_report_group()))   # (directory, its current group)
     if args.prune or args.clear:
-        gone = remove_groups(root, stale_only=args.prune)
+        gone = [g for path, current in stores for g in remove_groups(path, args.prune, current)]
         for g in gone:
             print(f"removed {g.path} ({g.entries} entries, {_mib(g.size)})")
         print(f"removed {len(gone)} group(s), {_mib(sum(g.size for g in gone))} under {root}")
         return 0
-    groups = cache_groups(root)
-    print(f"kernel cache: {root}  (this frost: {code_version()})")
+    groups = [g for path, current in stores for g in cache_groups(path, current)]
+    print(f"kernel cache: {root}  (this frost: {code_version()}; probe reports under {report_root(root).name}/)")
     for g in groups:
         print(f"  {'*' if g.current else ' '} {g.path.relative_to(root)}  {g.entries} entries, {_mib(g.size)}")
     stale = [g for g in groups if not g.current]

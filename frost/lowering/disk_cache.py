@@ -1,9 +1,10 @@
-"""Compiled kernels on disk, as opaque bytes, so a new process skips the compile.
+"""Compiled kernels on disk, as opaque bytes, so a new process skips the compile (and, in the same store, the
+probe reports of compiled graphs: lowering/report_cache.py).
 
 An entry is keyed by frost version (with a digest of the kernel sources, so that a changed kernel never loads code
 compiled from an older one under the same version number) + cutlass-dsl version + target arch + compiler + compile
 key. Each file carries
-its own key and a checksum: a corrupt, truncated or foreign entry is logged, removed and recompiled, never a crash.
+its own key and a checksum: a corrupt, truncated or foreign entry is logged, removed and rebuilt, never a crash.
 Writes are atomic (temp file + rename), so concurrent processes never see half an entry."""
 
 from __future__ import annotations
@@ -80,16 +81,29 @@ def default_root() -> Path:
     return Path(base) / "frost"
 
 
-def active_disk_cache() -> "DiskCache | None":
+@dataclass(frozen=True)
+class EntryKind:
+    """What a store holds, for its log lines and its cache_stats counters (``<counter>_writes``/``_errors``)."""
+
+    label: str      # "kernel cache": "frost: kernel cache entry ... is corrupt"
+    redo: str       # what a bad entry costs: "recompiling"
+    counter: str    # counter prefix in frost.lowering.stats.CacheStats
+
+
+KERNEL_ENTRIES = EntryKind("kernel cache", "recompiling", "disk")
+
+
+def active_disk_cache(kind: EntryKind = KERNEL_ENTRIES) -> "DiskCache | None":
     """The disk cache to use now (the environment is read on every miss), or None when FROST_DISK_CACHE=0."""
     if os.environ.get("FROST_DISK_CACHE", "1").lower() in ("0", "off", "false", "no"):
         return None
-    return DiskCache(default_root())
+    return DiskCache(default_root(), kind)
 
 
 class DiskCache:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, kind: EntryKind = KERNEL_ENTRIES) -> None:
         self.root = Path(root)
+        self.kind = kind
 
     def path(self, key: EntryKey) -> Path:
         k = key.resolved()
@@ -104,7 +118,7 @@ class DiskCache:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            log.warning("frost: cannot read kernel cache entry %s (%s); recompiling", path, exc)
+            log.warning("frost: cannot read %s entry %s (%s); %s", self.kind.label, path, exc, self.kind.redo)
             return None
         try:
             return _decode(blob, key.resolved())
@@ -114,8 +128,8 @@ class DiskCache:
 
     def discard(self, key: EntryKey, why: str) -> None:
         path = self.path(key)
-        log.warning("frost: kernel cache entry %s is %s; recompiling", path, why)
-        COUNTERS.bump("disk_errors")
+        log.warning("frost: %s entry %s is %s; %s", self.kind.label, path, why, self.kind.redo)
+        COUNTERS.bump(f"{self.kind.counter}_errors")
         try:
             path.unlink()
         except OSError:
@@ -130,9 +144,9 @@ class DiskCache:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(_encode(payload, key.resolved()))
             os.replace(tmp, path)
-            COUNTERS.bump("disk_writes")
+            COUNTERS.bump(f"{self.kind.counter}_writes")
         except OSError as exc:
-            log.warning("frost: cannot write kernel cache entry %s (%s)", path, exc)
+            log.warning("frost: cannot write %s entry %s (%s)", self.kind.label, path, exc)
 
 
 def _encode(payload: bytes, key: EntryKey) -> bytes:
@@ -167,9 +181,10 @@ class CacheGroup:
     current: bool    # compiled by this frost code and this cutlass-dsl: the ones a lookup can load
 
 
-def cache_groups(root: Path) -> list[CacheGroup]:
-    """Every frost-*/cutlass-* directory under ``root`` with its entry count and bytes (nothing else is looked at)."""
-    current = EntryKey("", "", "").group_dirs()   # this frost's code and cutlass-dsl
+def cache_groups(root: Path, current: tuple[str, str] | None = None) -> list[CacheGroup]:
+    """Every frost-*/cutlass-* directory under ``root`` with its entry count and bytes (nothing else is looked at);
+    ``current``: the (frost-*, cutlass-*) names a lookup reads now (default: this frost's kernel code)."""
+    current = current or EntryKey("", "", "").group_dirs()
     groups = []
     for frost_dir in sorted(Path(root).glob("frost-*")):
         for cutlass_dir in sorted(frost_dir.glob("cutlass-*")):
@@ -179,10 +194,10 @@ def cache_groups(root: Path) -> list[CacheGroup]:
     return groups
 
 
-def remove_groups(root: Path, stale_only: bool) -> list[CacheGroup]:
+def remove_groups(root: Path, stale_only: bool, current: tuple[str, str] | None = None) -> list[CacheGroup]:
     """Delete the groups no lookup can load any more (``stale_only``) or all of them; returns what went (a group
     that could not be deleted, e.g. for permissions, is left out). Empty frost-* directories go too."""
-    doomed = [g for g in cache_groups(root) if not (stale_only and g.current)]
+    doomed = [g for g in cache_groups(root, current) if not (stale_only and g.current)]
     for g in doomed:
         shutil.rmtree(g.path, ignore_errors=True)
     for frost_dir in Path(root).glob("frost-*"):

@@ -16,6 +16,9 @@ class CacheStats:
     disk_hits: int = 0     # a compiled kernel loaded from the disk cache
     disk_writes: int = 0
     disk_errors: int = 0   # corrupt or stale disk entries that were recompiled
+    report_hits: int = 0   # a probe report read from the disk cache instead of analysing the graph
+    report_writes: int = 0
+    report_errors: int = 0  # corrupt or stale report entries (the graph was probed again)
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)

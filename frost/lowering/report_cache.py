@@ -1,0 +1,83 @@
+"""Probe reports on disk: a process compiling a graph that an earlier process compiled (same frost code, same
+target) reads the report back instead of analysing the graph again.
+
+The analysis takes milliseconds, but it builds a networkx graph, and importing networkx (0.17-0.25 s on the
+development machine) was most of what ``frost.compile`` cost in a new process whose kernels came from the disk cache
+(issue 7: <= 0.5 s from the disk cache). Entries use the kernel cache's format and switch (FROST_DISK_CACHE;
+checksummed, atomic: a bad one is logged, removed and the graph probed again) under ``<cache root>/reports``, in a
+group named by frost's version and a digest of the sources of the analyzer, the IR and frost.errors and of the
+pydantic version: a changed capability table, rule or fact never reads a report written by other code, and
+``frost cache --prune`` deletes the groups of other code. The key is the graph's JSON (shapes included: one entry, a
+few KB, per distinct graph), so equal graphs share an entry.
+
+Only the compile paths read it. ``frost.check_support`` and the analyzer's ``probe`` stay side-effect free."""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+from frost.analyzer import SupportReport, probe
+from frost.lowering.disk_cache import (DiskCache, EntryKey, EntryKind, active_disk_cache, package_version,
+                                       source_digest)
+from frost.lowering.stats import COUNTERS
+
+REPORT_ENTRIES = EntryKind("probe-report cache", "probing the graph again", "report")
+_FROST = Path(__file__).resolve().parents[1]
+ANALYSIS_SOURCES = (_FROST / "analyzer", _FROST / "ir")
+
+
+@lru_cache(maxsize=None)
+def analysis_digest() -> str:
+    """What a report is computed from besides the graph: the analyzer's, the IR's and frost.errors' sources and the
+    pydantic version (16 hex digits)."""
+    h = hashlib.sha256()
+    for directory in ANALYSIS_SOURCES:
+        h.update(source_digest(directory).encode())
+    h.update((_FROST / "errors.py").read_bytes())
+    h.update(package_version("pydantic").encode())
+    return h.hexdigest()[:16]
+
+
+def report_key(graph_text: str, target: str) -> EntryKey:
+    import frost
+
+    return EntryKey(compile_key=graph_text, arch=target, compiler="probe",
+                    frost=f"{frost.__version__}+{analysis_digest()}", cutlass="none")
+
+
+def report_root(root: Path) -> Path:
+    """Where the reports of a cache root live (beside, not inside, the kernel groups)."""
+    return Path(root) / "reports"
+
+
+def current_report_group() -> tuple[str, str]:
+    """The (frost-*, cutlass-*) directory names the reports of this frost code are read from."""
+    return report_key("", "").group_dirs()
+
+
+def _report_store() -> DiskCache | None:
+    disk = active_disk_cache(REPORT_ENTRIES)   # None when FROST_DISK_CACHE=0
+    return None if disk is None else DiskCache(report_root(disk.root), REPORT_ENTRIES)
+
+
+def probe_with_disk_cache(graph, target: str, graph_text: str | None) -> SupportReport:
+    """probe(graph, target) for a normalised ``target``, read from the disk cache when an earlier process stored it
+    (``graph_text``: the graph's JSON, the key; None probes without the cache)."""
+    disk = _report_store()
+    if disk is None or graph_text is None:
+        return probe(graph, target)
+    key = report_key(graph_text, target)
+    blob = disk.load(key)
+    if blob is not None:
+        try:
+            report = SupportReport.model_validate_json(blob)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            disk.discard(key, f"unreadable ({type(exc).__name__})")
+        else:
+            COUNTERS.bump("report_hits")
+            return report
+    report = probe(graph, target)
+    disk.store(key, report.model_dump_json().encode())
+    return report
