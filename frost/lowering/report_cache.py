@@ -8,13 +8,14 @@ checksummed, atomic: a bad one is logged, removed and the graph probed again) un
 group named by frost's version and a digest of the sources of the analyzer, the IR and frost.errors and of the
 pydantic version: a changed capability table, rule or fact never reads a report written by other code, and
 ``frost cache --prune`` deletes the groups of other code. The key is the graph's JSON (shapes included: one entry, a
-few KB, per distinct graph), so equal graphs share an entry.
+few KB, per distinct graph, at most MAX_REPORTS per target), so equal graphs share an entry.
 
 Only the compile paths read it. ``frost.check_support`` and the analyzer's ``probe`` stay side-effect free."""
 
 from __future__ import annotations
 
 import hashlib
+import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from frost.lowering.disk_cache import (DiskCache, EntryKey, EntryKind, active_di
 from frost.lowering.stats import COUNTERS
 
 REPORT_ENTRIES = EntryKind("probe-report cache", "probing the graph again", "report")
+MAX_REPORTS = 4096   # per target and frost code: each distinct graph (shapes included) adds one entry of a few KB
 _FROST = Path(__file__).resolve().parents[1]
 ANALYSIS_SOURCES = (_FROST / "analyzer", _FROST / "ir")
 
@@ -80,4 +82,19 @@ def probe_with_disk_cache(graph, target: str, graph_text: str | None) -> Support
             return report
     report = probe(graph, target)
     disk.store(key, report.model_dump_json().encode())
+    _trim(disk.path(key).parent)
     return report
+
+
+def _trim(directory: Path) -> None:
+    """Keep a target's reports to MAX_REPORTS: past it, the least recently written eighth goes (a workload with
+    ever new shapes, e.g. a new sequence length every step, must not grow the cache without bound)."""
+    try:
+        entries = [e for e in os.scandir(directory) if e.name.endswith(".bin")]
+        if len(entries) <= MAX_REPORTS:
+            return
+        entries.sort(key=lambda e: e.stat().st_mtime_ns)
+        for e in entries[:len(entries) - MAX_REPORTS + MAX_REPORTS // 8]:
+            os.unlink(e.path)
+    except OSError:  # a concurrent trim or a read-only directory: the next store tries again
+        pass

@@ -145,3 +145,15 @@ def test_cache_command_lists_and_prunes_report_groups(tmp_path, capsys):
     assert cli_main(["cache", "--prune", "--dir", str(default_root())]) == 0
     assert "removed 1 group(s)" in capsys.readouterr().out
     assert not stale.exists() and len(_entries()) == 1
+
+
+def test_a_target_keeps_at_most_max_reports(monkeypatch):
+    monkeypatch.setattr(report_cache, "MAX_REPORTS", 8)
+    graphs = [sdpa_backward_graph(1, 2, seq, 32, causal=True) for seq in range(64, 64 + 9 * 16, 16)]
+    store = report_cache._report_store()
+    paths = [store.path(report_cache.report_key(g.model_dump_json(), "cpu")) for g in graphs]
+    for i, (g, path) in enumerate(zip(graphs, paths)):   # the ninth store trims to 7/8 of the cap, oldest first
+        frost.compile(g, target="cpu")
+        if i < 8:   # distinct, increasing write times even where the file system's clock is coarse
+            os.utime(path, ns=(i * 10**9, i * 10**9))
+    assert {p.name for p in _entries()} == {p.name for p in paths[2:]}
