@@ -88,16 +88,21 @@ class EntryKind:
     label: str      # "kernel cache": "frost: kernel cache entry ... is corrupt"
     redo: str       # what a bad entry costs: "recompiling"
     counter: str    # counter prefix in frost.lowering.stats.CacheStats
+    subdir: str = ""  # where under the cache root this kind's groups live ("": the root itself)
+
+    def root(self, cache_root: Path) -> Path:
+        return Path(cache_root) / self.subdir
 
 
 KERNEL_ENTRIES = EntryKind("kernel cache", "recompiling", "disk")
 
 
 def active_disk_cache(kind: EntryKind = KERNEL_ENTRIES) -> "DiskCache | None":
-    """The disk cache to use now (the environment is read on every miss), or None when FROST_DISK_CACHE=0."""
+    """The disk cache for ``kind`` to use now (the environment is read on every miss), or None when
+    FROST_DISK_CACHE=0."""
     if os.environ.get("FROST_DISK_CACHE", "1").lower() in ("0", "off", "false", "no"):
         return None
-    return DiskCache(default_root(), kind)
+    return DiskCache(kind.root(default_root()), kind)
 
 
 class DiskCache:

@@ -20,11 +20,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from frost.analyzer import SupportReport, probe
-from frost.lowering.disk_cache import (DiskCache, EntryKey, EntryKind, active_disk_cache, package_version,
-                                       source_digest)
+from frost.lowering.disk_cache import EntryKey, EntryKind, active_disk_cache, package_version, source_digest
 from frost.lowering.stats import COUNTERS
 
-REPORT_ENTRIES = EntryKind("probe-report cache", "probing the graph again", "report")
+REPORT_ENTRIES = EntryKind("probe-report cache", "probing the graph again", "report", subdir="reports")
 MAX_REPORTS = 4096   # per target and frost code: each distinct graph (shapes included) adds one entry of a few KB
 _FROST = Path(__file__).resolve().parents[1]
 ANALYSIS_SOURCES = (_FROST / "analyzer", _FROST / "ir")
@@ -51,7 +50,7 @@ def report_key(graph_text: str, target: str) -> EntryKey:
 
 def report_root(root: Path) -> Path:
     """Where the reports of a cache root live (beside, not inside, the kernel groups)."""
-    return Path(root) / "reports"
+    return REPORT_ENTRIES.root(root)
 
 
 def current_report_group() -> tuple[str, str]:
@@ -59,15 +58,10 @@ def current_report_group() -> tuple[str, str]:
     return report_key("", "").group_dirs()
 
 
-def _report_store() -> DiskCache | None:
-    disk = active_disk_cache(REPORT_ENTRIES)   # None when FROST_DISK_CACHE=0
-    return None if disk is None else DiskCache(report_root(disk.root), REPORT_ENTRIES)
-
-
 def probe_with_disk_cache(graph, target: str, graph_text: str | None) -> SupportReport:
     """probe(graph, target) for a normalised ``target``, read from the disk cache when an earlier process stored it
     (``graph_text``: the graph's JSON, the key; None probes without the cache)."""
-    disk = _report_store()
+    disk = active_disk_cache(REPORT_ENTRIES)
     if disk is None or graph_text is None:
         return probe(graph, target)
     key = report_key(graph_text, target)

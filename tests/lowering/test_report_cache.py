@@ -17,7 +17,7 @@ from frost.cli import main as cli_main
 from frost.ir import GraphBuilder, sdpa_backward_graph
 from frost.lowering import cache_stats, clear_caches
 from frost.lowering import report_cache
-from frost.lowering.disk_cache import default_root
+from frost.lowering.disk_cache import active_disk_cache, default_root
 
 
 def _with_unclaimed_op():
@@ -100,7 +100,7 @@ def test_a_well_formed_entry_that_is_not_a_report_is_probed_again(caplog):
     graph = GRAPHS["causal"]
     frost.compile(graph, target="cpu")
     key = report_cache.report_key(graph.model_dump_json(), "cpu")
-    report_cache._report_store().store(key, b'{"target": "cpu"}')
+    active_disk_cache(report_cache.REPORT_ENTRIES).store(key, b'{"target": "cpu"}')
     clear_caches()
     with caplog.at_level(logging.WARNING, logger="frost"):
         assert frost.compile(graph, target="cpu").report == probe(graph, "cpu")
@@ -150,7 +150,7 @@ def test_cache_command_lists_and_prunes_report_groups(tmp_path, capsys):
 def test_a_target_keeps_at_most_max_reports(monkeypatch):
     monkeypatch.setattr(report_cache, "MAX_REPORTS", 8)
     graphs = [sdpa_backward_graph(1, 2, seq, 32, causal=True) for seq in range(64, 64 + 9 * 16, 16)]
-    store = report_cache._report_store()
+    store = active_disk_cache(report_cache.REPORT_ENTRIES)
     paths = [store.path(report_cache.report_key(g.model_dump_json(), "cpu")) for g in graphs]
     for i, (g, path) in enumerate(zip(graphs, paths)):   # the ninth store trims to 7/8 of the cap, oldest first
         frost.compile(g, target="cpu")
