@@ -21,7 +21,8 @@ in registers -- no partials). Optional runtime features (none changes the compil
 - ``dlse`` fp32 (B, Hq, Sq), any strides: the gradient on the forward's LSE output; delta becomes
   rowsum(dO o O) - dlse (valid rows only).
 - ``deterministic=True``: dQ contributions are added in KV-tile order (bitwise-reproducible dQ; dK, dV and
-  dsink are deterministic in every mode).
+  dsink are deterministic in every mode). Narrow bands (L + R up to launch.ORDERED_BAND for the head dim, e.g. a
+  128-token window) are ordered in the default mode too, where that measured faster (launch.orders_dq).
 
 A call allocates nothing and never synchronizes (one call into the compiled host entry enqueues the three kernels
 on the stream, plus a dsink zero-fill when Sq = 0), so it can be captured in a CUDA graph. A call checks its

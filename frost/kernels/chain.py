@@ -1,20 +1,27 @@
 """One host entry for the whole backward: the preprocess, main and dQ-convert kernels launched from one compiled
 host function, so that a call crosses from Python into C once (one TVM-FFI call packs the arguments of all three
 launches) instead of three times. A kernel whose extent is empty is skipped at run time: no query rows means no
-preprocess and no conversion, no keys means no main kernel (which would have nothing to walk).
+preprocess and no conversion, no keys means no main kernel (which would have nothing to walk). Where dQ is added in
+KV-tile order on a tile with TileConfig.dq_direct, the main kernel writes dQ itself (bwd_main.dq_order_wait) and
+the convert kernel only runs for dsink.
 
 Arguments: the io tensors (pointer + three strides each; LSE's and dLSE's strides too), the workspace regions, the
 optional per-batch lengths, sink and dLSE pointers (stand-ins when absent: their flag is off), the sizes, the
 scale, the band and the flags, then the stream."""
 
 import cuda.bindings.driver as cuda
+import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
+from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SINK
+
 
 class BackwardChain:
-    def __init__(self, preprocess, main, dq_convert):
+    def __init__(self, preprocess, main, dq_convert, dq_direct: bool = False):
+        """``dq_direct``: the tile's TileConfig.dq_direct (deterministic mode writes dQ in the main kernel)."""
         self.preprocess, self.main, self.dq_convert = preprocess, main, dq_convert
+        self.dq_direct = dq_direct
 
     @cute.jit
     def __call__(self, pQ: cute.Pointer, pK: cute.Pointer, pV: cute.Pointer, pO: cute.Pointer, pdO: cute.Pointer,
@@ -32,14 +39,19 @@ class BackwardChain:
                  scale: Float32, scale_log2: Float32, band_left: Int32, band_right: Int32, flags: Int32,
                  stream: cuda.CUstream):
         if seqlen_q > 0:
-            self.preprocess(pO, pdO, pLSE, pDlse, pLSE2, pDelta, pdQacc, pSeqQ, pSink, pDsinkPart, pSem, batch,
-                            heads, seqlen_q, seqlen_q_pad, head_dim_v, flags, o_sb, o_sh, o_ss, do_sb, do_sh, do_ss,
-                            lse_sb, lse_sh, lse_ss, dlse_sb, dlse_sh, dlse_ss, stream)
+            self.preprocess(pO, pdO, pLSE, pDlse, pLSE2, pDelta, pdQacc, pdQ, pSeqQ, pSeqKV, pSink, pDsinkPart, pSem,
+                            batch, heads, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, band_left,
+                            band_right, flags, o_sb, o_sh, o_ss, do_sb, do_sh, do_ss, lse_sb, lse_sh, lse_ss,
+                            dlse_sb, dlse_sh, dlse_ss, dq_sb, dq_sh, dq_ss, stream)
         if seqlen_kv > 0:
-            self.main(pQ, pK, pV, pdO, pLSE2, pDelta, pdQacc, pdK, pdV, pSeqQ, pSeqKV, pSem, batch, heads, heads_kv,
-                      seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, q_sb, q_sh, q_ss, k_sb, k_sh, k_ss,
-                      v_sb, v_sh, v_ss, do_sb, do_sh, do_ss, dk_sb, dk_sh, dk_ss, dv_sb, dv_sh, dv_ss, scale,
-                      scale_log2, band_left, band_right, flags, stream)
-        if seqlen_q > 0:
+            self.main(pQ, pK, pV, pdO, pLSE2, pDelta, pdQacc, pdQ, pdK, pdV, pSeqQ, pSeqKV, pSem, batch, heads,
+                      heads_kv, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, q_sb, q_sh, q_ss, k_sb, k_sh,
+                      k_ss, v_sb, v_sh, v_ss, do_sb, do_sh, do_ss, dq_sb, dq_sh, dq_ss, dk_sb, dk_sh, dk_ss, dv_sb,
+                      dv_sh, dv_ss, scale, scale_log2, band_left, band_right, flags, stream)
+        # ordered dQ: the main kernel wrote dQ; the convert kernel only reduces dsink (when there is one)
+        run_convert = seqlen_q > 0
+        if cutlass.const_expr(self.dq_direct):
+            run_convert = run_convert & (((flags & FLAG_ORDERED_DQ) == 0) | ((flags & FLAG_SINK) != 0))
+        if run_convert:
             self.dq_convert(pdQacc, pdQ, pDsinkPart, pDsink, batch, heads, seqlen_q, seqlen_q_pad, head_dim, flags,
                             dq_sb, dq_sh, dq_ss, scale, stream)

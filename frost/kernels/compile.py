@@ -39,7 +39,7 @@ def tile_key(t: TileConfig) -> str:
     """Every field of a tile config, compactly (the code generated depends on all of them)."""
     return (f"d{t.head_dim_pad}v{t.dv_pad}:n{t.n_block}m{t.m_block}:s{t.q_stages}{t.do_stages}"
             f":p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}:g{int(t.warp_grid)}"
-            f":k{int(t.k_in_regs)}")
+            f":k{int(t.k_in_regs)}:q{int(t.dq_direct)}")
 
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)
@@ -93,7 +93,8 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
 
     tile = tile or key.tile
     main_k = (BwdMainGridKernel if tile.warp_grid else BwdMainKernel)(dt, tile, arch_config(key.arch))
-    chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad), main_k, DqConvertKernel(dt, key.head_dim_pad))
+    chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad, tile.dq_direct), main_k,
+                          DqConvertKernel(dt, key.head_dim_pad, tile.dq_direct), tile.dq_direct)
     i32, i64, f32 = Int32(1), Int64(8), Float32(1.0)
     # the pointers in BackwardChain's order: q k v o do (io), lse, dq dk dv (io), dq_accum lse2 delta (fp32),
     # dq_sem, dsink_part, seq_len_q, seq_len_kv, sink, dsink, dlse

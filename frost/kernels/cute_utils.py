@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Int32
+from cutlass import Float32, Int32
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import dsl_user_op
 
@@ -173,16 +173,44 @@ def make_gmem_copy(dtype, num_threads: int, cols: int, async_copy: bool = True) 
     return cute.make_tiled_copy_tv(atom, thr, cute.make_layout((1, elems)))
 
 
-@cute.jit
+def acc_pairs(acc: cute.Tensor):
+    """Trace time: the (pair, row atom, column atom) coordinates of an fp32 mma.sync accumulator ((2,2), MMA_M,
+    MMA_N), one per two adjacent columns (8 bytes: one vector access)."""
+    return [((None, v), i, j) for i in range(cute.size(acc, mode=[1])) for j in range(cute.size(acc, mode=[2]))
+            for v in range(2)]
+
+
 def red_add_acc(g: cute.Tensor, acc: cute.Tensor):
-    """Atomically add an fp32 mma.sync accumulator ((2,2), MMA_M, MMA_N) into its global partition ``g``: two
-    adjacent columns per red.global.add.v2.f32. (A lane-pair shuffle to red.v4 halved the L2 requests but
-    measured no faster on the H200, 2026-11-29.)"""
-    for i in cutlass.range_constexpr(cute.size(acc, mode=[1])):
-        for j in cutlass.range_constexpr(cute.size(acc, mode=[2])):
-            for v in cutlass.range_constexpr(2):
-                cute.arch.red(g[(None, v), i, j].iterator, acc[(None, v), i, j].load(), op="add",
-                              dtype=cutlass.Float32, sem="relaxed", scope="gpu")
+    """Atomically add an fp32 accumulator into its global partition ``g``: two adjacent columns per
+    red.global.add.v2.f32. (A lane-pair shuffle to red.v4 halved the L2 requests but measured no faster on the
+    H200, 2026-11-29.)"""
+    for crd in acc_pairs(acc):  # trace-time unrolled
+        cute.arch.red(g[crd].iterator, acc[crd].load(), op="add", dtype=cutlass.Float32, sem="relaxed", scope="gpu")
+
+
+def store_acc_global(g: cute.Tensor, acc: cute.Tensor):
+    """Store an fp32 accumulator into its global partition ``g``, two adjacent columns per store."""
+    for crd in acc_pairs(acc):  # trace-time unrolled
+        g[crd].store(acc[crd].load())
+
+
+def add_from_global(acc: cute.Tensor, g: cute.Tensor):
+    """acc += its global partition ``g`` (fp32), two adjacent columns per load."""
+    for crd in acc_pairs(acc):  # trace-time unrolled
+        acc[crd].store(acc[crd].load() + g[crd].load())
+
+
+@cute.jit
+def store_acc_scaled(acc: cute.Tensor, g: cute.Tensor, coords: cute.Tensor, scale: Float32, row_limit: Int32,
+                     col_limit: Int32):
+    """g = scale * acc in g's dtype, two adjacent columns per store, pairs past (row_limit, col_limit) skipped.
+    ``coords``: the (row, column) of each element (a partition of an identity tensor like ``g``)."""
+    pairs = acc_pairs(acc)
+    for k in cutlass.range_constexpr(len(pairs)):
+        crd = pairs[k]
+        rc = coords[(0, crd[0][1]), crd[1], crd[2]]
+        if (rc[0] < row_limit) & (rc[1] < col_limit):
+            g[crd].store((acc[crd].load() * scale).to(g.element_type))
 
 
 @dsl_user_op

@@ -2,7 +2,9 @@
 unscaled dS . K in fp32; rows past a batch's seq_len_q hold exact zeros there, so they come out as zeros).
 With a sink, CTA (0, h, 0) also reduces the preprocess's dsink partials of head h over (batch, row block) in a
 fixed order: dsink[h] = sum_b sum_blk part[b, h, blk] (deterministic).
-Grid: (ceil(seqlen_q / 128), heads, batch), 128 threads; per (dtype, head_dim_pad)."""
+Grid: (ceil(seqlen_q / 128), heads, batch), 128 threads; per (dtype, head_dim_pad). Where the main kernel wrote dQ
+itself (ordered dQ on a TileConfig.dq_direct tile, bwd_main.dq_order_wait) only the dsink CTAs run, grid (1, heads,
+1), and the chain skips the launch when there is no sink."""
 
 import cuda.bindings.driver as cuda
 import cutlass
@@ -10,7 +12,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels import rowwise as rw
-from frost.kernels.mask import FLAG_SINK
+from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SINK
 
 
 class DqConvertKernel(rw.RowwiseKernel):
@@ -27,26 +29,42 @@ class DqConvertKernel(rw.RowwiseKernel):
         n_blk = sqp // rw.ROWS_PER_CTA
         mPart = cute.make_tensor(pDsinkPart, cute.make_layout((heads, n_blk, batch), stride=(n_blk, 1, n_blk * heads)))
         mDsink = cute.make_tensor(pDsink, cute.make_layout(heads))
+        n_row_blocks, n_batch = Int32(1), Int32(1)  # dsink only
+        if self._converts_rows(flags):
+            n_row_blocks, n_batch = cute.ceil_div(seqlen_q, rw.ROWS_PER_CTA), batch
         self.kernel(mdQacc, mdQ, mPart, mDsink, flags, scale).launch(
-            grid=(cute.ceil_div(seqlen_q, rw.ROWS_PER_CTA), heads, batch), block=[rw.NUM_THREADS, 1, 1],
-            stream=stream)
+            grid=(n_row_blocks, heads, n_batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mdQacc: cute.Tensor, mdQ: cute.Tensor, mPart: cute.Tensor, mDsink: cute.Tensor, flags: Int32,
                scale: Float32):
         tidx, _, _ = cute.arch.thread_idx()
         blk, head, batch = cute.arch.block_idx()
-        seqlen_q, head_dim = mdQ.shape[2], mdQ.shape[3]
+        if self._converts_rows(flags):
+            self._convert_rows(mdQacc[batch, head, None, None], mdQ[batch, head, None, None], blk, tidx, scale)
+        if ((flags & FLAG_SINK) != 0) & (blk == 0) & (batch == 0) & (tidx < 32):
+            self._reduce_dsink(mPart[head, None, None], mDsink, head, tidx)
+
+    @cute.jit
+    def _converts_rows(self, flags: Int32) -> cutlass.Boolean:
+        """False where the main kernel wrote dQ itself (ordered dQ on a tile with ``dq_direct``)."""
+        converts = (flags & FLAG_ORDERED_DQ) == 0
+        if cutlass.const_expr(not self.dq_direct):
+            converts = cutlass.Boolean(True)
+        return converts
+
+    @cute.jit
+    def _convert_rows(self, acc_bh: cute.Tensor, dq_bh: cute.Tensor, blk, tidx, scale: Float32):
+        """This CTA's ROWS_PER_CTA rows of one (batch, head): dq = scale * acc in the io dtype."""
+        seqlen_q, head_dim = dq_bh.shape[0], dq_bh.shape[1]
         lane, row_in_pass = tidx % self.tpr, tidx // self.tpr
         for p in cutlass.range_constexpr(rw.ROWS_PER_CTA // self.rows_per_pass):
             row = blk * rw.ROWS_PER_CTA + p * self.rows_per_pass + row_in_pass
             for c in cutlass.range_constexpr(rw.chunks_per_thread(self.D)):
                 chunk = c * self.tpr + lane
                 if (row < seqlen_q) & (chunk * rw.CHUNK < head_dim):
-                    acc = rw.chunk_view(mdQacc[batch, head, row, None], chunk).load()
-                    rw.chunk_view(mdQ[batch, head, row, None], chunk).store((acc * scale).to(self.dtype))
-        if ((flags & FLAG_SINK) != 0) & (blk == 0) & (batch == 0) & (tidx < 32):
-            self._reduce_dsink(mPart[head, None, None], mDsink, head, tidx)
+                    acc = rw.chunk_view(acc_bh[row, None], chunk).load()
+                    rw.chunk_view(dq_bh[row, None], chunk).store((acc * scale).to(self.dtype))
 
     @cute.jit
     def _reduce_dsink(self, part_h: cute.Tensor, mDsink: cute.Tensor, head, lane):

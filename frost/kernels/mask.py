@@ -28,7 +28,7 @@ ALIGNMENTS = ("top_left", "bottom_right")
 FLAG_SEQ_Q = 1              # seq_len_q pointer is valid
 FLAG_SEQ_KV = 2             # seq_len_kv pointer is valid
 FLAG_BOTTOM_RIGHT = 4       # diagonal anchored at j = i + (skv - sq)
-FLAG_DETERMINISTIC = 8      # dQ contributions added in KV-tile order (semaphores)
+FLAG_ORDERED_DQ = 8         # dQ added in KV-tile order (deterministic mode; narrow bands too: launch.orders_dq)
 FLAG_SINK = 16              # sink logits given: compute dsink
 FLAG_KV_SLOWEST = 32        # set by the main kernel's launcher: grid is (kv heads, batch, KV tiles) (bwd_main)
 FLAG_DLSE = 64              # dlse pointer is valid: delta = rowsum(dO o O) - dlse (the preprocess)
@@ -113,6 +113,24 @@ class AttentionMask:
         KV tiles visiting a query tile are contiguous, so a visitor's rank from the bottom is ``n_block - first``.
         The tile's first row sees keys from ``row0 + left_offset`` on."""
         return cutlass.max(m_block * m_block_size + self.left_offset, 0) // n_block_size
+
+    @cute.jit
+    def next_tile_begin(self, n_block: Int32, n_block_size: cutlass.Constexpr,
+                        m_block_size: cutlass.Constexpr) -> Int32:
+        """The first query tile KV tile ``n_block + 1`` visits (NO_BOUND if it visits none). Query tiles below it
+        have KV tile ``n_block`` as their last visitor: the visitors of a query tile are contiguous and both ends
+        of ``m_block_range`` only grow with the KV tile."""
+        begin, end = self.m_block_range(n_block + 1, n_block_size, m_block_size)
+        if end <= begin:
+            begin = Int32(NO_BOUND)
+        return begin
+
+    @cute.jit
+    def row_sees_no_key(self, row: Int32) -> cutlass.Boolean:
+        """Whether query row ``row`` is padding (>= seqlen_q) or has no visible key."""
+        lo = cutlass.max(row + self.left_offset, 0)
+        hi = cutlass.min(row + self.right_offset, self.seqlen_kv - 1)
+        return (row >= self.seqlen_q) | (lo > hi)
 
     @cute.jit
     def tile_needs_mask(self, m_block: Int32, n_block: Int32, m_block_size: cutlass.Constexpr,

@@ -3,8 +3,11 @@ LSE output, when one is given: it adds dlse * P to dS, the same as lowering delt
 LSE = -inf, i.e. no visible key, gets +inf so that P = exp2(s - inf) = 0 exactly); rows past seqlen_q up to the
 padded length get (LSE2 = +inf, delta = 0), so the main kernel loads whole tiles unguarded and padded rows
 contribute nothing. Rows past the batch's own length seq_len_q[b] count as padded (their O, dO, LSE are never
-read). Also zeroes the fp32 dQ accumulator (padded rows included) and the dQ-order semaphores of its rows
-(deterministic mode), and, with a sink, writes this CTA's dsink partial
+read). Also zeroes the fp32 dQ accumulator (padded rows included) or, where dQ is ordered on a tile that writes dQ
+in the main kernel (FLAG_ORDERED_DQ with TileConfig.dq_direct, bwd_main.dq_order_wait), the rows of dQ no KV tile
+writes (rows past seq_len_q[b] and rows
+that see no key; the others are written by their query tile's last visitor) and the dQ-order semaphores of its
+rows, and, with a sink, writes this CTA's dsink partial
 -sum_{valid rows} exp(sink_h - LSE) * delta into ``dsink_part[b, h, blk]`` (summed in a fixed order, so
 deterministic; the dq-convert kernel reduces the partials).
 
@@ -19,7 +22,8 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels import rowwise as rw
-from frost.kernels.mask import FLAG_DLSE, FLAG_SEQ_Q, FLAG_SINK, batch_length
+from frost.kernels.mask import (FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length,
+                               make_mask)
 
 LOG2_E = math.log2(math.e)
 
@@ -31,14 +35,16 @@ class PreprocessKernel(rw.RowwiseKernel):
     @cute.jit
     def __call__(self, pO: cute.Pointer, pdO: cute.Pointer, pLSE: cute.Pointer, pDlse: cute.Pointer,
                  pLSE2: cute.Pointer,
-                 pDelta: cute.Pointer, pdQacc: cute.Pointer, pSeqQ: cute.Pointer, pSink: cute.Pointer,
-                 pDsinkPart: cute.Pointer, pSem: cute.Pointer, batch: Int32, heads: Int32, seqlen_q: Int32,
-                 seqlen_q_pad: Int32, head_dim_v: Int32, flags: Int32, o_sb: Int64, o_sh: Int64, o_ss: Int64,
-                 do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
-                 dlse_sb: Int64, dlse_sh: Int64, dlse_ss: Int64, stream: cuda.CUstream):
-        def bhsd(p, sb, sh, ss):
+                 pDelta: cute.Pointer, pdQacc: cute.Pointer, pdQ: cute.Pointer, pSeqQ: cute.Pointer,
+                 pSeqKV: cute.Pointer, pSink: cute.Pointer, pDsinkPart: cute.Pointer, pSem: cute.Pointer,
+                 batch: Int32, heads: Int32, seqlen_q: Int32, seqlen_kv: Int32, seqlen_q_pad: Int32, head_dim: Int32,
+                 head_dim_v: Int32, band_left: Int32, band_right: Int32, flags: Int32, o_sb: Int64, o_sh: Int64,
+                 o_ss: Int64, do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
+                 dlse_sb: Int64, dlse_sh: Int64, dlse_ss: Int64, dq_sb: Int64, dq_sh: Int64, dq_ss: Int64,
+                 stream: cuda.CUstream):
+        def bhsd(p, sb, sh, ss, d=head_dim_v):
             stride = (cute.assume(sb, divby=8), cute.assume(sh, divby=8), cute.assume(ss, divby=8), 1)
-            return cute.make_tensor(p, cute.make_layout((batch, heads, seqlen_q, head_dim_v), stride=stride))
+            return cute.make_tensor(p, cute.make_layout((batch, heads, seqlen_q, d), stride=stride))
 
         sqp = cute.assume(seqlen_q_pad, divby=rw.SEQ_PAD)
         rs = cute.assume(Int64(sqp), divby=rw.SEQ_PAD)
@@ -54,16 +60,19 @@ class PreprocessKernel(rw.RowwiseKernel):
         mPart = cute.make_tensor(pDsinkPart, cute.make_layout((batch, heads, n_blk),
                                                               stride=(n_blk * heads, n_blk, 1)))
         side = SimpleNamespace(seq_q=cute.make_tensor(pSeqQ, cute.make_layout(batch)),
+                               seq_kv=cute.make_tensor(pSeqKV, cute.make_layout(batch)),
                                sink=cute.make_tensor(pSink, cute.make_layout(heads)), part=mPart, sem=mSem)
         self.kernel(bhsd(pO, o_sb, o_sh, o_ss), bhsd(pdO, do_sb, do_sh, do_ss), mLSE, mDlse,
-                    cute.make_tensor(pLSE2, vec), cute.make_tensor(pDelta, vec), mdQacc, side.seq_q, side.sink,
-                    side.part, side.sem, flags).launch(
+                    cute.make_tensor(pLSE2, vec), cute.make_tensor(pDelta, vec), mdQacc,
+                    bhsd(pdQ, dq_sb, dq_sh, dq_ss, head_dim), side.seq_q, side.seq_kv, side.sink, side.part,
+                    side.sem, seqlen_kv, band_left, band_right, flags).launch(
             grid=(n_blk, heads, batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mO: cute.Tensor, mdO: cute.Tensor, mLSE: cute.Tensor, mDlse: cute.Tensor, mLSE2: cute.Tensor,
-               mDelta: cute.Tensor, mdQacc: cute.Tensor, mSeqQ: cute.Tensor, mSink: cute.Tensor,
-               mPart: cute.Tensor, mSem: cute.Tensor, flags: Int32):
+               mDelta: cute.Tensor, mdQacc: cute.Tensor, mdQ: cute.Tensor, mSeqQ: cute.Tensor, mSeqKV: cute.Tensor,
+               mSink: cute.Tensor, mPart: cute.Tensor, mSem: cute.Tensor, seqlen_kv: Int32, band_left: Int32,
+               band_right: Int32, flags: Int32):
         tidx, _, _ = cute.arch.thread_idx()
         blk, head, batch = cute.arch.block_idx()
         head_dim_v = mO.shape[3]
@@ -93,7 +102,15 @@ class PreprocessKernel(rw.RowwiseKernel):
                 mLSE2[batch, head, row] = lse2
                 mDelta[batch, head, row] = delta
                 sTerm[local] = term
-        self._zero_rows(mdQacc[batch, head, None], blk, tidx)
+        direct = (flags & FLAG_ORDERED_DQ) != 0
+        if cutlass.const_expr(not self.dq_direct):
+            direct = cutlass.Boolean(False)
+        if direct:
+            skv = batch_length(mSeqKV, flags, FLAG_SEQ_KV, batch, seqlen_kv)
+            mask = make_mask(seqlen_q, skv, band_left, band_right, flags)
+            self._zero_unwritten_dq(mdQ[batch, head, None, None], mask, blk, tidx)
+        else:
+            self._zero_rows(mdQacc[batch, head, None], blk, tidx)
         if tidx < rw.ROWS_PER_CTA // SEM_ROWS:
             mSem[batch, head, blk * (rw.ROWS_PER_CTA // SEM_ROWS) + tidx] = Int32(0)
         if has_sink:
@@ -124,6 +141,21 @@ class PreprocessKernel(rw.RowwiseKernel):
                     do = rw.chunk_view(do_row, chunk).load().to(Float32)
                     acc = acc + (o * do).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
         return acc
+
+    @cute.jit
+    def _zero_unwritten_dq(self, dq_bh: cute.Tensor, mask, blk, tidx):
+        """Ordered dQ written by the main kernel: zero the rows of this CTA's block of dQ that no KV tile writes
+        (past the batch's length, or seeing no key), 16 bytes per store."""
+        lane, row_in_pass = tidx % self.tpr, tidx // self.tpr
+        zero = cute.make_rmem_tensor((rw.CHUNK,), self.dtype)
+        zero.fill(0.0)
+        for p in cutlass.range_constexpr(rw.ROWS_PER_CTA // self.rows_per_pass):
+            row = blk * rw.ROWS_PER_CTA + p * self.rows_per_pass + row_in_pass
+            if (row < dq_bh.shape[0]) & mask.row_sees_no_key(row):
+                for c in cutlass.range_constexpr(rw.chunks_per_thread(self.D)):
+                    chunk = c * self.tpr + lane
+                    if chunk * rw.CHUNK < dq_bh.shape[1]:
+                        rw.chunk_view(dq_bh[row, None], chunk).store(zero.load())
 
     @cute.jit
     def _zero_rows(self, acc_bh: cute.Tensor, blk, tidx):

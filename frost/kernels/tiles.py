@@ -68,6 +68,10 @@ class TileConfig:
     warp_grid: bool = False  # bwd_main_grid: 2-D warp tiles per GEMM, P and dS through smem, V in registers
     k_in_regs: bool = False  # rows kernel: each warp keeps its K rows (the A operand of S^T) in registers per pass
     head_dim_v_pad: int = 0  # grid kernel: V/dO/dV tiles this wide when narrower than Q/K (0: head_dim_pad)
+    # ordered dQ (deterministic mode, narrow bands): a query tile's first visitor stores its dQ and the last one
+    # writes dQ in the io dtype (no accumulator zeroing, no convert pass; bwd_main.dq_order_wait). False where that
+    # code spills (d192 grid on sm_90a): there ordered adds go into the zeroed accumulator, converted after.
+    dq_direct: bool = True
 
     @property
     def dv_pad(self) -> int:
@@ -155,7 +159,7 @@ _TABLE = {
                     k_in_regs=True),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
-                    warp_grid=True),
+                    warp_grid=True, dq_direct=False),
     224: TileConfig(224, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=32),
     256: TileConfig(256, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=128,
                     warp_grid=True),
@@ -174,7 +178,7 @@ _TABLE_DV = {
 # kernel (bwd_main_grid) measured 0.65-0.68x FA2 at d128 on the H200 against the rows kernel's 0.72-0.74x
 # (non-causal; docs/performance.md). It is served at d192 and d256 (see the top of this file).
 GRID_VARIANTS = {
-    "d128_grid": TileConfig(128, 64, 64, 2, 2, False, 128, warp_grid=True),
+    "d128_grid": TileConfig(128, 64, 64, 2, 2, False, 128, warp_grid=True, dq_direct=False),
 }
 
 

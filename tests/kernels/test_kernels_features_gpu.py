@@ -141,7 +141,17 @@ DET_CASES = [Case(b=2, hq=4, hkv=2, sq=s, skv=skv, dqk=d, dv=d, causal=causal, a
                  (128, 900, 900, True, TL, 128, None, [900, 600], None, 1.0),
                  (64, 600, 700, False, BR, 100, 50, None, None, -2.0),
                  (96, 333, 777, True, TL, None, 70, [333, 0], [777, 500], None),
-                 (192, 450, 520, True, BR, None, None, [450, 200], [520, 333], 0.7)])]
+                 (192, 450, 520, True, BR, None, None, [450, 200], [520, 333], 0.7),
+                 # the first visitor stores, the last writes dQ (TileConfig.dq_direct); rows no KV tile writes
+                 # (past the lengths, seeing no key) are zeroed by the preprocess
+                 (64, 300, 120, True, BR, None, None, [300, 200], [120, 50], None),
+                 (64, 520, 520, True, TL, 127, None, None, [520, 0], 0.4),
+                 (32, 130, 100, False, TL, None, None, [130, 77], None, None),
+                 (48, 400, 380, True, BR, 60, 20, [400, 257], [380, 300], -1.0),
+                 (80, 350, 300, True, TL, None, None, [350, 90], [300, 299], 0.2),
+                 (160, 260, 260, True, BR, 100, None, None, [260, 129], None),
+                 (224, 200, 330, False, BR, None, None, [200, 150], [330, 64], 1.5),
+                 (256, 300, 300, True, TL, None, 40, [300, 1], None, -0.5)])]
 
 
 @pytest.mark.parametrize("i", range(len(DET_CASES)))

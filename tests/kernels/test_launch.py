@@ -13,7 +13,7 @@ from frost.kernels.bwd_main import BwdMainKernel
 from frost.kernels.chain import BackwardChain
 from frost.kernels.dq_convert import DqConvertKernel
 from frost.kernels.launch import LOG2_E, Launch, Problem
-from frost.kernels.mask import FLAG_BOTTOM_RIGHT, FLAG_DETERMINISTIC, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND
+from frost.kernels.mask import FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND
 from frost.kernels.preprocess import PreprocessKernel
 
 KERNELS = {"preprocess": PreprocessKernel, "main": BwdMainKernel, "dq_convert": DqConvertKernel}
@@ -54,7 +54,7 @@ def test_launch_passes_the_chain_its_declared_arguments():
     launch = Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=40,
                                                              deterministic=True, seq_len_kv=True, sink=True))
     launch(q, k, v, o, do, lse, dq, dk, dv, ws, 7, seq_len_kv=seq_kv, sink=sink, dsink=dsink)
-    flags = FLAG_BOTTOM_RIGHT | FLAG_DETERMINISTIC | FLAG_SEQ_KV | FLAG_SINK
+    flags = FLAG_BOTTOM_RIGHT | FLAG_ORDERED_DQ | FLAG_SEQ_KV | FLAG_SINK
     a = calls["backward"]
     assert (a["pO"], a["pdO"], a["pLSE"], a["pSink"]) == (o.data_ptr(), do.data_ptr(), lse.data_ptr(), sink.data_ptr())
     assert (a["pK"], a["pdV"], a["pSeqKV"], a["pSem"]) == (k.data_ptr(), dv.data_ptr(), seq_kv.data_ptr(),
@@ -82,6 +82,37 @@ def test_the_chain_hands_each_kernel_its_declared_arguments():
         assert set(calls) == ran
         for name, got in calls.items():
             assert got == {p: args[p] for p in _params(KERNELS[name])}, name
+
+
+def test_a_direct_dq_tile_skips_the_conversion_in_deterministic_mode():
+    """With dq_direct (the main kernel writes dQ in deterministic mode) the convert kernel runs only for the
+    default mode or for dsink; without it, whenever there are query rows."""
+    chain_params = _params(BackwardChain)
+    values = {name: f"<{name}>" for name in chain_params} | {"seqlen_q": 100, "seqlen_kv": 140}
+    for direct, flags, converts in ((True, 0, True), (True, FLAG_ORDERED_DQ, False),
+                                    (True, FLAG_ORDERED_DQ | FLAG_SINK, True), (False, FLAG_ORDERED_DQ, True)):
+        calls = {}
+        chain = BackwardChain(*(_recorder(n, calls, _params(cls)) for n, cls in KERNELS.items()), dq_direct=direct)
+        args = values | {"flags": flags}
+        BackwardChain.__call__.__wrapped__(chain, *(args[n] for n in chain_params))
+        assert ("dq_convert" in calls) == converts, (direct, flags)
+        assert {"preprocess", "main"} <= set(calls)
+
+
+@pytest.mark.parametrize("d, band, det, ordered", [
+    (64, (128, 0), False, True), (64, (128, 128), False, True), (64, (256, 0), False, True),
+    (64, (257, 0), False, False), (64, (None, 0), False, False), (64, (None, None), False, False),
+    (64, (None, None), True, True), (128, (0, 0), False, True), (32, (128, 0), False, True),
+    (32, (129, 0), False, False), (160, (64, 0), False, False), (160, (None, 0), True, True),
+    (192, (64, 0), False, False), (256, (100, 28), False, True), (256, (100, 29), False, False)])
+def test_narrow_bands_order_dq_in_the_default_mode(d, band, det, ordered):
+    """dQ is added in KV-tile order (FLAG_ORDERED_DQ) in deterministic mode, and in the default mode for bands of
+    L + R <= the measured launch.ORDERED_BAND (d160's tile: never; d192's grid tile does not write dQ directly)."""
+    calls = {}
+    cfg, tensors, ws = _problem_tensors(d=d)
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=band[0], band_right=band[1],
+                                                   deterministic=det))(*tensors, ws, 3)
+    assert bool(calls["backward"]["flags"] & FLAG_ORDERED_DQ) == ordered
 
 
 def test_absent_inputs_get_a_stand_in_and_no_flag():
