@@ -479,7 +479,8 @@ class BwdMainKernel:
         lse2_mn = cu.acc_mn_view(mm.thr_kv.partition_C(mm.sLSE2[None, None, q_stage]))
         scores_to_probs(cu.mn_transpose(p_mn), cu.mn_transpose(lse2_mn), scale_log2)
         if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
-            mask.zero_hidden(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N, keys_on_rows=True)
+            mask.zero_hidden(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N, keys_on_rows=True,
+                             by_difference=self.tile.diff_mask)
 
     @cute.jit
     def _softmax_grad(self, mm, accP, accdP, q_stage):

@@ -189,7 +189,8 @@ class BwdMainGridKernel(BwdMainKernel):
         p_mn = cu.acc_mn_view(accS)
         scores_to_probs(p_mn, cu.acc_mn_view(mm.thr_s.partition_C(mm.sLSE2[None, None, stage])), scale_log2)
         if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
-            mask.zero_hidden(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N, keys_on_rows=False)
+            mask.zero_hidden(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N, keys_on_rows=False,
+                             by_difference=self.tile.diff_mask)
         return accS
 
     @cute.jit

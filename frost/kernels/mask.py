@@ -148,15 +148,35 @@ class AttentionMask:
     @cute.jit
     def zero_hidden(self, p_mn: cute.Tensor, coord_mn: cute.Tensor, m_block: Int32, n_block: Int32,
                     m_block_size: cutlass.Constexpr, n_block_size: cutlass.Constexpr,
-                    keys_on_rows: cutlass.Constexpr):
+                    keys_on_rows: cutlass.Constexpr, by_difference: cutlass.Constexpr = False):
         """A P tile in MN view, (row, key) or, with ``keys_on_rows``, P^T in (key, row): hidden entries become
-        exactly 0. ``coord_mn`` holds the tile-local coordinates of the same view."""
-        row0 = m_block * m_block_size
-        key0 = n_block * n_block_size
+        exactly 0. ``coord_mn`` holds the tile-local coordinates of the same view. ``by_difference`` (a tile's
+        TileConfig.diff_mask): the band test is one difference and two compares per entry (key - row against the
+        offsets; no overflow: |key - row| < 2^30), the key bound a second loop run only on a tile that straddles
+        seqlen_kv; otherwise each entry runs ``visible``."""
+        row0, key0 = m_block * m_block_size, n_block * n_block_size
         for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
             for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
-                row, key = row0 + coord_mn[r, 0][0], key0 + coord_mn[0, c][1]
+                row, key = coord_mn[r, 0][0], coord_mn[0, c][1]
                 if cutlass.const_expr(keys_on_rows):
-                    row, key = row0 + coord_mn[0, c][1], key0 + coord_mn[r, 0][0]
-                vis = self.visible(row, key)
+                    row, key = coord_mn[0, c][1], coord_mn[r, 0][0]
+                if cutlass.const_expr(by_difference):
+                    d = key0 - row0 + key - row
+                    vis = (d >= self.left_offset) & (d <= self.right_offset)
+                else:
+                    vis = self.visible(row0 + row, key0 + key)
                 p_mn[r, c] = p_mn[r, c] if vis else cutlass.Float32(0.0)
+        if cutlass.const_expr(by_difference):
+            if key0 + n_block_size > self.seqlen_kv:
+                self._zero_keys_past(p_mn, coord_mn, self.seqlen_kv - key0, keys_on_rows)
+
+    @cute.jit
+    def _zero_keys_past(self, p_mn: cute.Tensor, coord_mn: cute.Tensor, limit: Int32,
+                        keys_on_rows: cutlass.Constexpr):
+        """Entries whose tile-local key is >= ``limit`` become 0."""
+        for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
+            for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
+                key = coord_mn[0, c][1]
+                if cutlass.const_expr(keys_on_rows):
+                    key = coord_mn[r, 0][0]
+                p_mn[r, c] = p_mn[r, c] if key < limit else cutlass.Float32(0.0)

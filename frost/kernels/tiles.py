@@ -72,6 +72,10 @@ class TileConfig:
     # writes dQ in the io dtype (no accumulator zeroing, no convert pass; bwd_main.dq_order_wait). False where that
     # code spills (d192 grid on sm_90a): there ordered adds go into the zeroed accumulator, converted after.
     dq_direct: bool = True
+    # masked tiles test key - row against the band offsets (AttentionMask.zero_hidden(by_difference)): d128 GQA
+    # 2,32,8,4096 causal 3.156 -> 3.064 ms, but gpt-oss causal (d64) 2.572 -> 2.595 ms (H200, 2026-11-30); only
+    # where measured faster
+    diff_mask: bool = False
 
     @property
     def dv_pad(self) -> int:
@@ -156,7 +160,7 @@ _TABLE = {
     96: TileConfig(96, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=96,
                    k_in_regs=True),
     128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=128,
-                    k_in_regs=True),
+                    k_in_regs=True, diff_mask=True),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
                     warp_grid=True, dq_direct=False),
