@@ -165,6 +165,8 @@ def bench_features(dtype, iters):
         print(f"GQA frost {t_f:.3f} ms; torch flash enable_gqa unavailable: {e}")
     row("gpt-oss causal deterministic", _time(gpt.frost_fn(deterministic=True), iters))
     row("gpt-oss causal + sink deterministic", _time(gpt.frost_fn(with_sink=True, deterministic=True), iters))
+    row("gpt-oss window 128 + sink deterministic",
+        _time(gpt.frost_fn(with_sink=True, band_left=128, deterministic=True), iters))
     d128 = _time(gqa.frost_fn(deterministic=True), iters)
     print(f"{'GQA 2,32,8,4096,128 deterministic':>44} | {d128:8.3f} | {d128 / t_f:5.3f}x default", flush=True)
 
