@@ -144,8 +144,7 @@ class BwdMainKernel:
                scale_log2: Float32, band_left: Int32, band_right: Int32, flags: Int32,
                storage_cls: cutlass.Constexpr):
         args = SimpleNamespace(Q=mQ, K=mK, V=mV, dO=mdO, LSE2=mLSE2, Delta=mDelta, dQacc=mdQacc, dQ=mdQ, dK=mdK,
-                               dV=mdV,
-                               SeqQ=mSeqQ, SeqKV=mSeqKV, Sem=mSem, group=group, band_left=band_left,
+                               dV=mdV, SeqQ=mSeqQ, SeqKV=mSeqKV, Sem=mSem, group=group, band_left=band_left,
                                band_right=band_right, flags=flags, scale=scale, scale_log2=scale_log2)
         self._body(args, storage_cls)
 
@@ -492,8 +491,9 @@ class BwdMainKernel:
 
     @cute.jit
     def _dq_step(self, mm, ld, mask, walk, it, head, m_block):
-        """dQ[tile] += dS . K, in head-dim chunks, red.global.add into the fp32 accumulator; deterministic mode adds
-        in KV-tile order, its first visitor stores and its last one writes dQ itself (see dq_order_wait)."""
+        """dQ[tile] += dS . K, in head-dim chunks, red.global.add into the fp32 accumulator; ordered dQ adds in
+        KV-tile order, and on a dq_direct tile its first visitor stores and its last writes dQ (see
+        dq_order_wait)."""
         chunk = self.tile.dq_chunk
         gdQacc = cute.local_tile(ld.qdQacc[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
         dq_bh = ld.qdQ[ld.batch, head, None, None]
@@ -514,7 +514,7 @@ class BwdMainKernel:
                 # (partitions made outside the runtime branches: made inside, they escape through the ThrMMA)
                 gdq_io = mm.thr_dq.partition_C(cute.local_tile(gdQ, (self.M, chunk), (0, c)))
                 cdq = mm.thr_dq.partition_C(cute.local_tile(cdQ, (self.M, chunk), (0, c)))
-                if walk.ordered:  # the default mode's path stays a single branch away
+                if walk.ordered:  # (the atomic path stays one branch away)
                     if m_block < next_begin:  # the last visitor: dQ = scale * (sum so far + this)
                         if rank > 0:
                             cu.add_from_global(accdQ, gdq)
@@ -530,7 +530,7 @@ class BwdMainKernel:
 
     @cute.jit
     def _dq_release_prev(self, ld, walk, it, head, m_block):
-        """Deterministic mode, past a CTA barrier of step ``it``: release the previous step's tile."""
+        """Ordered dQ, past a CTA barrier of step ``it``: release the previous step's tile."""
         head_prev, m_prev = self._walk_prev(walk, head, m_block)
         dq_order_release(ld.qSem[ld.batch, head_prev, None], m_prev * (self.M // SEM_ROWS),
                          walk.ordered & (it > 0))
@@ -607,7 +607,7 @@ def softmax_grad(p_mn: cute.Tensor, dp_mn: cute.Tensor, delta_mn: cute.Tensor):
 # walks start in the first waves instead of trailing at the end (longest job first). Otherwise (no mask or bands:
 # walks of equal length; KV tiles past the grid's y/z limit) the grid is (KV tiles, kv heads, batch), so the CTAs
 # running at once share a head's Q, dO and dQ accumulator in L2 (unmasked d128 on the H200: DRAM 41 % busy with
-# heads outermost). Both orders deal a head's KV tiles out in ascending order, which deterministic mode relies on.
+# heads outermost). Both orders deal a head's KV tiles out in ascending order, which ordered dQ relies on.
 MAX_GRID_YZ = 65535
 
 

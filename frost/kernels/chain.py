@@ -19,7 +19,7 @@ from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SINK
 
 class BackwardChain:
     def __init__(self, preprocess, main, dq_convert, dq_direct: bool = False):
-        """``dq_direct``: the tile's TileConfig.dq_direct (deterministic mode writes dQ in the main kernel)."""
+        """``dq_direct``: the tile's TileConfig.dq_direct (ordered dQ is written by the main kernel)."""
         self.preprocess, self.main, self.dq_convert = preprocess, main, dq_convert
         self.dq_direct = dq_direct
 
