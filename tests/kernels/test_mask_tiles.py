@@ -5,9 +5,11 @@ diag - L <= j - i <= diag + R (diag = skv - sq bottom-right, 0 top-left).
 - Every visible (row, key) pair lies in a query tile that its KV tile walks (``m_block_range``), so no
   contribution is skipped, and a KV tile walks nothing outside its band (the window costs O(S*W)): only a KV tile
   that no row sees may walk one tile, of exact zeros.
-- Deterministic mode ranks the visitors of a query tile from the bottom: the KV tiles whose walk holds it must be
+- Ordered dQ ranks the visitors of a query tile from the bottom: the KV tiles whose walk holds it must be
   contiguous and start at ``first_n_block``, or a visitor would wait for a rank that never comes (a hang) or two
-  would share a rank (a race).
+  would share a rank (a race). Its last visitor writes dQ: a KV tile is the last exactly for the query tiles below
+  the next KV tile's first one (what ``next_tile_begin`` returns), and every row the preprocess leaves alone
+  (``row_sees_no_key`` false) lies in a query tile some KV tile walks, so its dQ row is written.
 
 The jit-decorated methods are called through ``__wrapped__``: the same source, evaluated on Python ints."""
 
@@ -72,3 +74,15 @@ def test_walks_cover_the_band_and_visitors_rank_from_first_n_block(case):
         if visitors:
             assert visitors == list(range(visitors[0], visitors[-1] + 1)), (m, visitors)
             assert int(first_n_block(mask, m, n_size, m_size)) == visitors[0], (m, visitors)
+            # next_tile_begin(n) is the next KV tile's walk start, or NO_BOUND when it walks nothing
+            for n in visitors:
+                nxt = walked.get(n + 1, range(0))
+                next_begin = nxt.start if len(nxt) else NO_BOUND
+                assert (m < next_begin) == (n == visitors[-1]), (m, n, visitors)
+    sees_no_key = AttentionMask.row_sees_no_key.__wrapped__
+    assert all(bool(sees_no_key(mask, i)) for i in range(sq, sq + 3))  # padding rows (past the batch's length)
+    for i in range(sq):
+        has_key = any(_visible(sq, skv, left, right, br, i, j) for j in range(skv))
+        assert bool(sees_no_key(mask, i)) == (not has_key), i
+        if has_key:
+            assert any(i // m_size in walked[n] for n in range(n_tiles)), i
