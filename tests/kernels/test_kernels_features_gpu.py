@@ -46,7 +46,9 @@ EDGES = {
                      Case(sq=257, skv=64, band_left=16, band_right=8, alignment=BR, sink=1.5)],
     # whole extents empty: the compiled chain skips the kernels with nothing to do (dsink still written)
     "empty_extents": [Case(sq=0, skv=77, hq=4, hkv=2, sink=1.0), Case(sq=77, skv=0, sink=-1.0, causal=True),
-                      Case(b=0, sq=30, skv=20, sink=0.5), Case(sq=0, skv=0, sink=2.0, deterministic=True)],
+                      Case(b=0, sq=30, skv=20, sink=0.5), Case(sq=0, skv=0, sink=2.0, deterministic=True),
+                      # no keys with ordered dQ (deterministic; a narrow band): the preprocess alone zeroes dQ
+                      Case(sq=77, skv=0, sink=0.5, deterministic=True), Case(sq=60, skv=0, causal=True, band_left=64)],
     # a gradient on the forward's LSE output (strided), with padding, sink, GQA, bands; rows and grid kernels
     "dlse": [Case(b=2, hq=4, hkv=2, sq=150, skv=190, causal=True, band_left=60, seq_len_q=[150, 101],
                   seq_len_kv=[190, 99], sink=0.7, dlse=True, seed=11),
