@@ -157,9 +157,7 @@ class AttentionMask:
         row0, key0 = m_block * m_block_size, n_block * n_block_size
         for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
             for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
-                row, key = coord_mn[r, 0][0], coord_mn[0, c][1]
-                if cutlass.const_expr(keys_on_rows):
-                    row, key = coord_mn[0, c][1], coord_mn[r, 0][0]
+                row, key = _row_key(coord_mn, r, c, keys_on_rows)
                 if cutlass.const_expr(by_difference):
                     d = key0 - row0 + key - row
                     vis = (d >= self.left_offset) & (d <= self.right_offset)
@@ -176,7 +174,13 @@ class AttentionMask:
         """Entries whose tile-local key is >= ``limit`` become 0."""
         for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
             for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
-                key = coord_mn[0, c][1]
-                if cutlass.const_expr(keys_on_rows):
-                    key = coord_mn[r, 0][0]
+                _, key = _row_key(coord_mn, r, c, keys_on_rows)
                 p_mn[r, c] = p_mn[r, c] if key < limit else cutlass.Float32(0.0)
+
+
+def _row_key(coord_mn: cute.Tensor, r: int, c: int, keys_on_rows: bool):
+    """Trace time: the tile-local (query row, key) of entry (r, c) of an MN view, (row, key) or, with
+    ``keys_on_rows``, (key, row)."""
+    if keys_on_rows:
+        return coord_mn[0, c][1], coord_mn[r, 0][0]
+    return coord_mn[r, 0][0], coord_mn[0, c][1]

@@ -5,9 +5,8 @@ padded length get (LSE2 = +inf, delta = 0), so the main kernel loads whole tiles
 contribute nothing. Rows past the batch's own length seq_len_q[b] count as padded (their O, dO, LSE are never
 read). Also zeroes the fp32 dQ accumulator (padded rows included) or, where dQ is ordered on a tile that writes dQ
 in the main kernel (FLAG_ORDERED_DQ with TileConfig.dq_direct, bwd_main.dq_order_wait), the rows of dQ no KV tile
-writes (rows past seq_len_q[b] and rows
-that see no key; the others are written by their query tile's last visitor) and the dQ-order semaphores of its
-rows, and, with a sink, writes this CTA's dsink partial
+writes (rows past seq_len_q[b] and rows that see no key; the others are written by their query tile's last
+visitor) and the dQ-order semaphores of its rows, and, with a sink, writes this CTA's dsink partial
 -sum_{valid rows} exp(sink_h - LSE) * delta into ``dsink_part[b, h, blk]`` (summed in a fixed order, so
 deterministic; the dq-convert kernel reduces the partials).
 
