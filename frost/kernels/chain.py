@@ -14,7 +14,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
-from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SINK
+from frost.kernels.mask import FLAG_SINK, main_writes_dq
 
 
 class BackwardChain:
@@ -49,9 +49,11 @@ class BackwardChain:
                       k_ss, v_sb, v_sh, v_ss, do_sb, do_sh, do_ss, dq_sb, dq_sh, dq_ss, dk_sb, dk_sh, dk_ss, dv_sb,
                       dv_sh, dv_ss, scale, scale_log2, band_left, band_right, flags, stream)
         # ordered dQ: the main kernel wrote dQ; the convert kernel only reduces dsink (when there is one)
+        # (``== False``: a traced Boolean has no ``not``)
         run_convert = seqlen_q > 0
         if cutlass.const_expr(self.dq_direct):
-            run_convert = run_convert & (((flags & FLAG_ORDERED_DQ) == 0) | ((flags & FLAG_SINK) != 0))
+            dq_written = main_writes_dq(flags, self.dq_direct)
+            run_convert = run_convert & ((dq_written == False) | ((flags & FLAG_SINK) != 0))  # noqa: E712
         if run_convert:
             self.dq_convert(pdQacc, pdQ, pDsinkPart, pDsink, batch, heads, seqlen_q, seqlen_q_pad, head_dim, flags,
                             dq_sb, dq_sh, dq_ss, scale, stream)

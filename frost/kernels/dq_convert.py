@@ -12,7 +12,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels import rowwise as rw
-from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SINK
+from frost.kernels.mask import FLAG_SINK, main_writes_dq
 
 
 class DqConvertKernel(rw.RowwiseKernel):
@@ -29,9 +29,9 @@ class DqConvertKernel(rw.RowwiseKernel):
         n_blk = sqp // rw.ROWS_PER_CTA
         mPart = cute.make_tensor(pDsinkPart, cute.make_layout((heads, n_blk, batch), stride=(n_blk, 1, n_blk * heads)))
         mDsink = cute.make_tensor(pDsink, cute.make_layout(heads))
-        n_row_blocks, n_batch = Int32(1), Int32(1)  # dsink only
-        if self._converts_rows(flags):
-            n_row_blocks, n_batch = cute.ceil_div(seqlen_q, rw.ROWS_PER_CTA), batch
+        n_row_blocks, n_batch = cute.ceil_div(seqlen_q, rw.ROWS_PER_CTA), batch
+        if main_writes_dq(flags, self.dq_direct):
+            n_row_blocks, n_batch = Int32(1), Int32(1)  # dsink only
         self.kernel(mdQacc, mdQ, mPart, mDsink, flags, scale).launch(
             grid=(n_row_blocks, heads, n_batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
 
@@ -40,18 +40,10 @@ class DqConvertKernel(rw.RowwiseKernel):
                scale: Float32):
         tidx, _, _ = cute.arch.thread_idx()
         blk, head, batch = cute.arch.block_idx()
-        if self._converts_rows(flags):
+        if main_writes_dq(flags, self.dq_direct) == False:  # noqa: E712 (a traced Boolean has no ``not``)
             self._convert_rows(mdQacc[batch, head, None, None], mdQ[batch, head, None, None], blk, tidx, scale)
         if ((flags & FLAG_SINK) != 0) & (blk == 0) & (batch == 0) & (tidx < 32):
             self._reduce_dsink(mPart[head, None, None], mDsink, head, tidx)
-
-    @cute.jit
-    def _converts_rows(self, flags: Int32) -> cutlass.Boolean:
-        """False where the main kernel wrote dQ itself (ordered dQ on a tile with ``dq_direct``)."""
-        converts = (flags & FLAG_ORDERED_DQ) == 0
-        if cutlass.const_expr(not self.dq_direct):
-            converts = cutlass.Boolean(True)
-        return converts
 
     @cute.jit
     def _convert_rows(self, acc_bh: cute.Tensor, dq_bh: cute.Tensor, blk, tidx, scale: Float32):

@@ -76,6 +76,14 @@ def batch_length(mSeq: cute.Tensor, flags: Int32, flag: cutlass.Constexpr, batch
     return n
 
 
+def main_writes_dq(flags, dq_direct: bool):
+    """Whether the main kernel writes dQ itself: dQ ordered (FLAG_ORDERED_DQ) on a tile with TileConfig.dq_direct
+    (bwd_main.dq_order_wait); then the preprocess zeroes no accumulator and the convert kernel converts nothing.
+    Plain Python (no runtime branch), so host entries, kernels and CPU tests call it alike: False for a tile
+    without dq_direct, else a test of the runtime flags."""
+    return dq_direct and (flags & FLAG_ORDERED_DQ) != 0
+
+
 @cute.jit
 def make_mask(sq: Int32, skv: Int32, band_left: Int32, band_right: Int32, flags: Int32) -> "AttentionMask":
     """The mask of one batch from its lengths and the runtime band / alignment values."""

@@ -21,8 +21,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels import rowwise as rw
-from frost.kernels.mask import (FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length,
-                               make_mask)
+from frost.kernels.mask import FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length, main_writes_dq, make_mask
 
 LOG2_E = math.log2(math.e)
 
@@ -101,10 +100,7 @@ class PreprocessKernel(rw.RowwiseKernel):
                 mLSE2[batch, head, row] = lse2
                 mDelta[batch, head, row] = delta
                 sTerm[local] = term
-        direct = (flags & FLAG_ORDERED_DQ) != 0
-        if cutlass.const_expr(not self.dq_direct):
-            direct = cutlass.Boolean(False)
-        if direct:
+        if main_writes_dq(flags, self.dq_direct):
             skv = batch_length(mSeqKV, flags, FLAG_SEQ_KV, batch, seqlen_kv)
             mask = make_mask(seqlen_q, skv, band_left, band_right, flags)
             self._zero_unwritten_dq(mdQ[batch, head, None, None], mask, blk, tidx)
