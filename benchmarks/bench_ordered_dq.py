@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_kernels import GqaCase, _time  # noqa: E402
 
 import frost.kernels.launch as launch  # noqa: E402
+from frost.kernels.tiles import HEAD_DIM_PADS  # noqa: E402
 
 ALWAYS = 1 << 30
 
@@ -30,7 +31,7 @@ def ordered_over_atomic(case: GqaCase, left: int, right: int, iters: int) -> tup
     try:
         launch.ORDERED_BAND.clear()
         t_atomic = _time(case.frost_fn(with_sink=True, band_left=left, band_right=right), iters)
-        launch.ORDERED_BAND.update({d: ALWAYS for d in (32, 48, 64, 80, 96, 128, 160, 192, 224, 256)})
+        launch.ORDERED_BAND.update({d: ALWAYS for d in HEAD_DIM_PADS})
         t_ordered = _time(case.frost_fn(with_sink=True, band_left=left, band_right=right), iters)
     finally:
         launch.ORDERED_BAND.clear()
