@@ -108,7 +108,8 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     from frost.kernels.compile import compile_kernels
 
     name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]
-    cfg = choose_config(name, case.d, case.dv, causal, "top_left", detect_arch())
+    cfg = choose_config(name, case.d, case.dv, causal, "top_left", detect_arch(), band_left=features.get("band_left"),
+                        band_right=features.get("band_right"), deterministic=features.get("deterministic", False))
     if tile is not None:  # the variant's pad sizes the dQ accumulator (it may pad wider than the served tile)
         cfg = replace(cfg, head_dim_pad=tile.head_dim_pad, tile=tile)
     bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.kernel_key, tile=tile))

@@ -23,6 +23,8 @@ in registers -- no partials). Optional runtime features (none changes the compil
 - ``deterministic=True``: dQ contributions are added in KV-tile order (bitwise-reproducible dQ; dK, dV and
   dsink are deterministic in every mode). Narrow bands (L + R up to launch.ORDERED_BAND for the head dim, e.g. a
   128-token window) are ordered in the default mode too, where that measured faster (launch.orders_dq).
+  Ordered dQ runs on a kernel set of its own (KernelConfig.ordered, chosen by choose_config from the band and
+  the mode); a CompiledBackward called with a problem of the other kind compiles that twin set on first use.
 
 A call allocates nothing and never synchronizes (one call into the compiled host entry enqueues the three kernels
 on the stream, plus a dsink zero-fill when Sq = 0), so it can be captured in a CUDA graph. A call checks its
@@ -32,13 +34,13 @@ microseconds of host time."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from frost.kernels import rowwise
 from frost.kernels.arch import arch_config
 from frost.kernels.compile import DTYPES, KernelKey, get_kernels
 from frost.errors import TensorError
-from frost.kernels.launch import Launch, Problem, seq_pad
+from frost.kernels.launch import Launch, Problem, orders_dq, seq_pad
 from frost.analyzer.capability import CUTE_SM120, max_seq_q
 from frost.kernels.mask import MaskSpec
 from frost.kernels.preprocess import SEM_ROWS
@@ -55,31 +57,35 @@ class KernelConfig:
     arch: str                  # "sm_120a" | "sm_121a" | "sm_90a"
     head_dim_pad: int          # Q/K padded to this in shared memory (filled by choose_config)
     tile: TileConfig           # main-kernel tile config (filled by choose_config; its dv_pad is V's width)
+    ordered: bool = False      # dQ added in KV-tile order (launch.orders_dq; filled by choose_config)
 
     @property
     def kernel_key(self) -> KernelKey:
-        return KernelKey(self.dtype, self.head_dim_pad, self.arch, self.tile.head_dim_v_pad)
+        return KernelKey(self.dtype, self.head_dim_pad, self.arch, self.tile.head_dim_v_pad, self.ordered)
 
     @property
     def mask(self) -> MaskSpec:
         return MaskSpec(self.causal, self.alignment)
 
 
-def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, alignment: str,
-                  arch: str) -> KernelConfig:
+def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, alignment: str, arch: str, *,
+                  band_left: int | None = None, band_right: int | None = None,
+                  deterministic: bool = False) -> KernelConfig:
+    """The config of a problem. The band and the mode pick whether dQ is ordered (its own kernel set); a
+    CompiledBackward still serves the other kind of problem, through its twin set."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} not in {DTYPES}")
     arch_config(arch)
-    MaskSpec(bool(causal), alignment)
     tile = tile_for(head_dim_qk, head_dim_v)
+    ordered = orders_dq(tile, MaskSpec(bool(causal), alignment, band_left, band_right), deterministic)
     return KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch,
-                        pad_head_dim(head_dim_qk), tile)
+                        pad_head_dim(head_dim_qk), tile, ordered)
 
 
 def compile_key(cfg: KernelConfig) -> str:
     """Stable string of what the generated code depends on. Configs that differ only in runtime values
-    (logical head dims padding alike, causal or not, alignment; and per call: GQA group, lengths, band, sink,
-    deterministic) share a key and one compiled kernel set."""
+    (logical head dims padding alike, causal or not, alignment; and per call: GQA group, lengths, band, sink)
+    share a key and one compiled kernel set; ordered dQ (deterministic mode, narrow bands) has a set of its own."""
     return cfg.kernel_key.as_str()
 
 
@@ -116,6 +122,7 @@ class CompiledBackward:
         self.cfg = cfg
         self.kernels = get_kernels(cfg.kernel_key) if kernels is None else kernels
         self._launches: dict[Problem, Launch] = {}   # __call__'s bound launches, so repeated calls replay graphs
+        self._twin: CompiledBackward | None = None   # the set of the other dQ order (problems of the other kind)
 
     def with_config(self, cfg: KernelConfig) -> "CompiledBackward":
         """The same compiled kernels launched with another config's runtime values (mask kind, logical head
@@ -155,7 +162,13 @@ class CompiledBackward:
                               "(32-bit offsets into one head's fp32 dQ accumulator)")
         if p.seq_kv > CUTE_SM120.max_seq:
             raise TensorError("k.shape[2] (seq_kv)", p.seq_kv, f"at most {CUTE_SM120.max_seq}")
-        return Launch(self.kernels, self.cfg, p)
+        cfg = self.cfg
+        if orders_dq(cfg.tile, MaskSpec(cfg.causal, cfg.alignment, p.band_left, p.band_right),
+                     p.deterministic) != cfg.ordered:
+            if self._twin is None:
+                self._twin = CompiledBackward(replace(cfg, ordered=not cfg.ordered))
+            return self._twin.bind(p)
+        return Launch(self.kernels, cfg, p)
 
     def _check(self, q, k, v, o, do, lse, dq, dk, dv, workspace):
         import torch

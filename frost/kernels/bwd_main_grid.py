@@ -31,9 +31,9 @@ from frost.kernels.bwd_main import BwdMainKernel, scores_to_probs, smem_storage,
 
 
 class BwdMainGridKernel(BwdMainKernel):
-    def __init__(self, dtype, tile, arch):
+    def __init__(self, dtype, tile, arch, ordered: bool = False):
         assert tile.warp_grid and tile.q_stages == tile.do_stages, tile
-        super().__init__(dtype, tile, arch)
+        super().__init__(dtype, tile, arch, ordered)
 
     # ------------------------------------------------------------------------------------------------ layouts
     def _smem_layouts(self):

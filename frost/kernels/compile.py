@@ -1,9 +1,11 @@
 """Compile key -> the compiled backward (preprocess, main, dq convert behind one host entry) for one target arch.
 
-Only what changes the generated code is in the key: dtype, padded head dims (which fix the tile config) and
-arch. Batch, heads (and the GQA group), sequence lengths (full and per batch), logical head dims, strides, scale,
-the mask (band bounds, alignment), the sink and deterministic mode are runtime arguments (flags and pointers), so
-one compiled set serves every shape and feature combination of its key.
+Only what changes the generated code is in the key: dtype, padded head dims (which fix the tile config), arch,
+and whether dQ is added in KV-tile order (``ordered``: deterministic mode and narrow bands, launch.orders_dq; the
+main kernel is compiled for one way of adding dQ or the other, so the default mode carries none of the ordering
+code). Batch, heads (and the GQA group), sequence lengths (full and per batch), logical head dims, strides, scale,
+the mask (band bounds, alignment) and the sink are runtime arguments (flags and pointers), so one compiled set
+serves every shape and feature combination of its key.
 Compiling for an arch other than the device's (or with no GPU) is a cross-compile: the result can be inspected
 (PTX, cubin) and exported but not launched.
 
@@ -26,13 +28,14 @@ class KernelKey:
     head_dim_pad: int
     arch: str           # "sm_120a" | "sm_121a" | "sm_90a"
     head_dim_v_pad: int = 0  # 0: V padded like Q/K (tiles.tile_for_pads)
+    ordered: bool = False    # dQ added in KV-tile order (launch.orders_dq), else atomically
 
     @property
     def tile(self) -> TileConfig:
         return tile_for_pads(self.head_dim_pad, self.head_dim_v_pad)
 
     def as_str(self) -> str:
-        return f"frost.bwd.v3:{self.arch}:{self.dtype}:{tile_key(self.tile)}"
+        return f"frost.bwd.v4:{self.arch}:{self.dtype}:{tile_key(self.tile)}:o{int(self.ordered)}"
 
 
 def tile_key(t: TileConfig) -> str:
@@ -92,7 +95,7 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
         return make_ptr(t, align, cute.AddressSpace.gmem, assumed_align=align)
 
     tile = tile or key.tile
-    main_k = (BwdMainGridKernel if tile.warp_grid else BwdMainKernel)(dt, tile, arch_config(key.arch))
+    main_k = (BwdMainGridKernel if tile.warp_grid else BwdMainKernel)(dt, tile, arch_config(key.arch), key.ordered)
     chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad, tile.dq_direct), main_k,
                           DqConvertKernel(dt, key.head_dim_pad, tile.dq_direct), tile.dq_direct)
     i32, i64, f32 = Int32(1), Int64(8), Float32(1.0)

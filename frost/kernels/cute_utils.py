@@ -214,14 +214,35 @@ def store_acc_scaled(acc: cute.Tensor, g: cute.Tensor, coords: cute.Tensor, scal
 
 
 @dsl_user_op
-def spin_until_at_least(ptr: cute.Pointer, value: Int32, *, loc=None, ip=None) -> None:
-    """Busy-wait (one thread) until the int32 counter at global ``ptr`` reaches ``value`` (ld.acquire.gpu). Not
-    "equals": other waiters may already have moved the counter past ``value``. One asm block, so the compiler sees
-    no loop around it (a visible loop there costs the main kernel ~20 registers)."""
+def load_relaxed(ptr: cute.Pointer, *, loc=None, ip=None) -> Int32:
+    """The int32 at global ``ptr``, read at L2 (ld.relaxed.gpu: a strong load with no L1 invalidate, so issuing it
+    early stalls nothing; an acquire made of it needs a later fence.acquire: spin_until_at_least's ``seen``)."""
     from cutlass.cute.arch.nvvm_wrappers import _normalize_ptr
 
-    llvm.inline_asm(
-        None, [_normalize_ptr(ptr, loc=loc, ip=ip), Int32(value).ir_value(loc=loc, ip=ip)],
-        "{\n\t.reg .pred p;\n\t.reg .b32 v;\n\tFROST_SPIN_${:uid}:\n\t"
-        "ld.acquire.gpu.global.b32 v, [$0];\n\tsetp.lt.s32 p, v, $1;\n\t@p bra FROST_SPIN_${:uid};\n\t}",
-        "l,r,~{memory}", has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+    return Int32(llvm.inline_asm(
+        Int32.mlir_type, [_normalize_ptr(ptr, loc=loc, ip=ip)], "ld.relaxed.gpu.global.b32 $0, [$1];",
+        "=r,l,~{memory}", has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def spin_until_at_least(ptr: cute.Pointer, value: Int32, seen: Int32 | None = None, *, loc=None, ip=None) -> None:
+    """Busy-wait (one thread) until the int32 counter at global ``ptr`` reaches ``value``, with acquire semantics:
+    a spin on ld.acquire.gpu. ``seen``: the counter as an earlier load_relaxed read it; when that already reached
+    ``value``, the wait is a fence.acquire alone (CCTL.IVALL in SASS; the relaxed read and the fence make an acquire
+    pattern of the PTX memory model). Not "equals": other waiters may already have moved the counter past
+    ``value``. One asm block, so the compiler sees no loop around it (a visible loop there costs the main kernel
+    ~20 registers)."""
+    from cutlass.cute.arch.nvvm_wrappers import _normalize_ptr
+
+    spin = ("FROST_SPIN_${:uid}:\n\t"
+            "ld.acquire.gpu.global.b32 v, [$0];\n\tsetp.lt.s32 p, v, $1;\n\t@p bra FROST_SPIN_${:uid};\n\t")
+    operands = [_normalize_ptr(ptr, loc=loc, ip=ip), Int32(value).ir_value(loc=loc, ip=ip)]
+    if seen is None:
+        body, constraints = spin, "l,r,~{memory}"
+    else:
+        operands.append(Int32(seen).ir_value(loc=loc, ip=ip))
+        body = ("setp.ge.s32 p, $2, $1;\n\t@p bra FROST_SEEN_${:uid};\n\t" + spin
+                + "bra.uni FROST_DONE_${:uid};\n\tFROST_SEEN_${:uid}:\n\tfence.acquire.gpu;\n\tFROST_DONE_${:uid}:\n\t")
+        constraints = "l,r,r,~{memory}"
+    llvm.inline_asm(None, operands, "{\n\t.reg .pred p;\n\t.reg .b32 v;\n\t" + body + "}", constraints,
+                    has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)

@@ -51,10 +51,11 @@ ORDERED_BAND = {32: 128, 48: 128, 64: 256, 80: 256, 96: 128, 128: 256, 256: 128}
 
 
 def orders_dq(tile, mask: MaskSpec, deterministic: bool) -> bool:
-    """Whether a problem adds dQ in KV-tile order (FLAG_ORDERED_DQ): in deterministic mode always; in the default
-    mode on bands of L + R <= ORDERED_BAND[tile], where a query tile has 2-3 visitors that reach it one after the
-    other and the ordered mode, writing dQ directly (no accumulator zeroing, no convert pass), is faster. Either
-    way the result is bitwise reproducible."""
+    """Whether a problem adds dQ in KV-tile order (FLAG_ORDERED_DQ, on the kernel set compiled for it:
+    KernelKey.ordered): in deterministic mode always; in the default mode on bands of L + R <= ORDERED_BAND[tile],
+    where a query tile has 2-3 visitors that reach it one after the other and the ordered mode, writing dQ
+    directly (no accumulator zeroing, no convert pass), is faster. Either way the result is bitwise
+    reproducible."""
     left, right = mask.bounds()
     return deterministic or (tile.dq_direct and left + right <= ORDERED_BAND.get(tile.head_dim_pad, -1))
 
@@ -72,7 +73,11 @@ class Launch:
     def __init__(self, kernels, cfg, p: Problem, graph_replay: bool | None = None):
         mask = MaskSpec(cfg.causal, cfg.alignment, p.band_left, p.band_right)
         left, right = mask.bounds()
-        flags, scale = _flags(mask, p, orders_dq(cfg.kernel_key.tile, mask, p.deterministic)), float(p.scale)
+        ordered = orders_dq(cfg.tile, mask, p.deterministic)
+        if ordered != cfg.ordered:   # (CompiledBackward.bind picks the set of the problem's kind)
+            raise ValueError(f"a problem with {'ordered' if ordered else 'atomic'} dQ on the kernel set of "
+                             f"{cfg.kernel_key.as_str()}")
+        flags, scale = _flags(mask, p, ordered), float(p.scale)
         self.empty = p.batch == 0 or p.heads == 0
         # the chain writes dsink in its preprocess and convert, which run only when there are query rows
         self.zero_dsink = self.empty or p.seq_q == 0

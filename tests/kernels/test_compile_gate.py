@@ -3,11 +3,12 @@ checks the machine code (one cubin per set: the preprocess, main and dQ-convert 
 the SASS has HMMA (mma.sync) and LDSM (ldmatrix); no kernel uses local memory (no spills, no stack frame); the
 main kernel's shared memory fits the SM120 limit (99 KB).
 
-The served set is small by design: the compiled code depends only on (dtype, padded head dims, arch) -- logical
-head dims, sequence lengths (full and per batch), strides, the mask (band bounds, alignment), the GQA group, the
-sink and deterministic mode are runtime values -- so 2 dtypes x 11 padded head-dim pairs (the 10 pads, V padded
-like Q/K, plus 192/128 with narrower V tiles: tiles.served_pads) x 2 archs = 44 kernel sets cover every head dim
-(multiple of 8, <= 256, Dv <= Dqk) and feature combination. The unserved 2-D warp-grid
+The served set is small by design: the compiled code depends only on (dtype, padded head dims, arch, dQ order)
+-- logical head dims, sequence lengths (full and per batch), strides, the mask (band bounds, alignment), the GQA
+group and the sink are runtime values -- so 2 dtypes x 11 padded head-dim pairs (the 10 pads, V padded like Q/K,
+plus 192/128 with narrower V tiles: tiles.served_pads) x 2 archs x 2 dQ orders (atomic; ordered, for
+deterministic mode and narrow bands: KernelKey.ordered) = 88 kernel sets cover every head dim (multiple of 8,
+<= 256, Dv <= Dqk) and feature combination. The unserved 2-D warp-grid
 kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked too. Compiles run in parallel processes (one
 per CPU).
 
@@ -48,8 +49,8 @@ def _builds():
     from frost.kernels.compile import DTYPES, KernelKey
     from frost.kernels.tiles import GRID_VARIANTS, served_pads
 
-    served = [(KernelKey(dt, d, arch, 0 if dv == d else dv), None, "") for arch in ARCHS for dt in DTYPES
-              for d, dv in served_pads()]
+    served = [(KernelKey(dt, d, arch, 0 if dv == d else dv, ordered), None, "") for arch in ARCHS
+              for dt in DTYPES for d, dv in served_pads() for ordered in (False, True)]
     variants = [(KernelKey("bfloat16", t.head_dim_pad, arch), t, name) for arch in ARCHS
                 for name, t in GRID_VARIANTS.items()]
     return served, variants
@@ -57,7 +58,8 @@ def _builds():
 
 def _tag(key, label: str) -> str:
     """arch/dtype/d<Q/K pad>v<V pad><label>: how a built set is named in file names and problems."""
-    return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{label}"
+    order = "/ordered" if key.ordered else ""
+    return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{order}{label}"
 
 
 def _build(item, outdir):
@@ -120,4 +122,4 @@ def test_compile_gate():
             if "main" in resources and smem + resources["main"]["SHARED"] > SMEM_LIMIT:
                 problems.append(f"{tag} main: shared memory {smem} + {resources['main']['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)
-    assert len(served) == 2 * 2 * 11 and len(built) == len(items)
+    assert len(served) == 2 * 2 * 11 * 2 and len(built) == len(items)

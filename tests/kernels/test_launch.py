@@ -38,8 +38,9 @@ def _bshd(b, h, s, d, dtype=torch.bfloat16):
     return torch.zeros(b, s, h, d, dtype=dtype).transpose(1, 2)
 
 
-def _problem_tensors(b=2, hq=4, hkv=2, sq=100, skv=140, d=64):
-    cfg = choose_config("bfloat16", d, d, True, "bottom_right", "sm_90a")
+def _problem_tensors(b=2, hq=4, hkv=2, sq=100, skv=140, d=64, **features):
+    """(config for the problem's ``features``: band_left, band_right, deterministic; io tensors; workspace)."""
+    cfg = choose_config("bfloat16", d, d, True, "bottom_right", "sm_90a", **features)
     q, o, do, dq = (_bshd(b, hq, sq, d) for _ in range(4))
     k, v, dk, dv = (_bshd(b, hkv, skv, d) for _ in range(4))
     lse = torch.zeros(b, hq, sq)
@@ -49,7 +50,7 @@ def _problem_tensors(b=2, hq=4, hkv=2, sq=100, skv=140, d=64):
 
 def test_launch_passes_the_chain_its_declared_arguments():
     calls = {}
-    cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
+    cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors(band_left=40, deterministic=True)
     seq_kv, sink, dsink = torch.tensor([140, 77], dtype=torch.int32), torch.zeros(4), torch.zeros(4)
     launch = Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=40,
                                                              deterministic=True, seq_len_kv=True, sink=True))
@@ -109,10 +110,32 @@ def test_narrow_bands_order_dq_in_the_default_mode(d, band, det, ordered):
     """dQ is added in KV-tile order (FLAG_ORDERED_DQ) in deterministic mode, and in the default mode for bands of
     L + R <= the measured launch.ORDERED_BAND (d160's tile: never; d192's grid tile does not write dQ directly)."""
     calls = {}
-    cfg, tensors, ws = _problem_tensors(d=d)
+    cfg, tensors, ws = _problem_tensors(d=d, band_left=band[0], band_right=band[1], deterministic=det)
+    assert cfg.ordered == cfg.kernel_key.ordered == ordered
     Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=band[0], band_right=band[1],
                                                    deterministic=det))(*tensors, ws, 3)
     assert bool(calls["backward"]["flags"] & FLAG_ORDERED_DQ) == ordered
+
+
+def test_ordered_dq_has_a_kernel_set_of_its_own(monkeypatch):
+    """Ordered and atomic dQ compile to different kernel sets (the key says which): a Launch refuses a problem of
+    the other kind, and CompiledBackward.bind serves one through its twin set, fetched once."""
+    from frost.kernels import api
+
+    atomic_cfg, tensors, ws = _problem_tensors()
+    ordered_cfg, _, _ = _problem_tensors(deterministic=True)
+    assert atomic_cfg.kernel_key.as_str() != ordered_cfg.kernel_key.as_str()
+    assert ordered_cfg.kernel_key.as_str().endswith(":o1") and not atomic_cfg.ordered
+    det = Problem(2, 4, 2, 100, 140, 0.125, deterministic=True)
+    with pytest.raises(ValueError, match="ordered"):
+        Launch(_recording_kernels({}), atomic_cfg, det)
+    fetched, calls = [], {}
+    monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels(calls))
+    bwd = api.CompiledBackward(atomic_cfg, _recording_kernels({}))
+    for _ in range(2):
+        bwd.bind(det)(*tensors, ws, 3)
+    assert fetched == [ordered_cfg.kernel_key] and calls["backward"]["flags"] & FLAG_ORDERED_DQ
+    assert bwd.bind(Problem(2, 4, 2, 100, 140, 0.125)).backward is bwd.kernels.backward
 
 
 def test_absent_inputs_get_a_stand_in_and_no_flag():
