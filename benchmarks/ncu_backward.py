@@ -3,7 +3,7 @@
     ncu --clock-control none --kernel-name regex:BwdMain --launch-skip 1 --launch-count 1 \\
         --section SpeedOfLight --section Occupancy --section WarpStateStats \\
         python3 benchmarks/ncu_backward.py --batch 4 --heads 16 --seq 4096 --head-dim 128 [--causal] [--window L]
-        [--variant NAME]
+        [--deterministic] [--variant NAME]
 
 The first call compiles and warms up; the profiled one is the second. Not a benchmark (ncu replays the kernel)."""
 
@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--window", type=int, default=None, help="sliding window: keys at most L before the query")
+    ap.add_argument("--deterministic", action="store_true", help="deterministic mode (ordered dQ)")
     ap.add_argument("--variant", default=None, help="a tile config of bench_variants.VARIANTS (direct kernel call)")
     a = ap.parse_args()
     if a.variant:
@@ -46,7 +47,8 @@ def main() -> None:
     window = (a.window, None)
     out, lse = frost.attention(q, k, v, causal=a.causal, window_size=window, return_lse=True)
     for _ in range(2):
-        frost.sdpa_backward(q, k, v, out, dout, lse, causal=a.causal, window_size=window)
+        frost.sdpa_backward(q, k, v, out, dout, lse, causal=a.causal, window_size=window,
+                            deterministic=a.deterministic)
     torch.cuda.synchronize()
     print("engine:", frost.compile(frost.sdpa_backward_graph(a.batch, a.heads, a.seq, a.head_dim, heads_kv=hkv,
                                                               causal=a.causal)).engine)
