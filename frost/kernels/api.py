@@ -11,7 +11,8 @@
 Tensors are logical BHSD (often transposed views of BSHD memory) with the head dim contiguous; every other stride
 a multiple of 8 elements and every base 16-byte aligned. K/V (and dK/dV) have Hkv heads, Hq a multiple of Hkv
 (GQA/MQA: query head h reads kv head h // (Hq / Hkv); dK/dV are summed over the group in fp32 in head order,
-in registers -- no partials). Optional runtime features (none changes the compiled code):
+in registers -- no partials). Optional runtime features (none changes the compiled code, except that ordered dQ
+runs on a kernel set of its own, see ``deterministic``):
 
 - ``seq_len_q`` / ``seq_len_kv``: int32 (B,) device tensors of per-batch lengths (values in [0, Sq] / [0, Skv];
   checked only with ``check_lengths=True``, which synchronizes); padded rows of dQ/dK/dV come out exact zeros.

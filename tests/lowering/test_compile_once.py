@@ -70,6 +70,19 @@ def test_runtime_features_share_a_kernel_and_dtypes_do_not(fake):
     assert len(fake.compiled) == 3
 
 
+def test_ordered_dq_problems_get_the_ordered_kernel_set(fake):
+    """Deterministic mode and narrow bands add dQ in KV-tile order, on a kernel set compiled for it (its compile
+    key says so); wide bands and the default causal mode share the atomic set."""
+    def kernel_key(**kw):   # a plan's compile key is engine|kernel set|features|signatures (lowering.keys)
+        graph = sdpa_backward_graph(2, 4, 512, 64, dtype="bfloat16", causal=True, **kw)
+        (key,) = api.compile(graph, target="sm_120").compile_keys
+        return key.split("|")[1]
+
+    atomic, ordered = kernel_key(), kernel_key(deterministic=True)
+    assert atomic.endswith(":o0") and ordered.endswith(":o1") and atomic[:-1] == ordered[:-1]
+    assert kernel_key(band_left=128) == ordered and kernel_key(band_left=1024) == atomic
+
+
 def test_workspace_layout_and_launch():
     with use_compiler("cute_sm120", Recording()) as compiler:
         plan = api.compile(sdpa_backward_graph(3, 4, 77, 64, dtype="float16", causal=True), target="sm_120")
