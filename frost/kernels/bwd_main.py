@@ -54,8 +54,8 @@ from frost.kernels.tiles import TileConfig
 class BwdMainKernel:
     def __init__(self, dtype, tile: TileConfig, arch: ArchConfig, ordered: bool = False):
         """``ordered`` (compile.KernelKey.ordered): compiled for ordered dQ only, reading each query tile's
-        semaphore early (dq_order_peek); else FLAG_ORDERED_DQ decides at run time (the Launch sends ordered
-        problems to the ordered set, so there it is never set: the code stays as it was, see dq_order_wait)."""
+        semaphore early (dq_order_peek). Else FLAG_ORDERED_DQ decides at run time: the Launch never sends this
+        kernel an ordered problem, but it keeps that path (without it ptxas spills d64; see dq_order_wait)."""
         tile.check()
         self.dtype = dtype
         self.tile = tile

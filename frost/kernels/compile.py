@@ -1,9 +1,9 @@
 """Compile key -> the compiled backward (preprocess, main, dq convert behind one host entry) for one target arch.
 
 Only what changes the generated code is in the key: dtype, padded head dims (which fix the tile config), arch,
-and whether dQ is added in KV-tile order (``ordered``: deterministic mode and narrow bands, launch.orders_dq; the
-main kernel is compiled for one way of adding dQ or the other, so the default mode carries none of the ordering
-code). Batch, heads (and the GQA group), sequence lengths (full and per batch), logical head dims, strides, scale,
+and whether dQ is added in KV-tile order (``ordered``: deterministic mode and narrow bands, launch.orders_dq; that
+set's main kernel is compiled for ordered dQ alone, which lets it read each semaphore early, see
+bwd_main.dq_order_wait, without slowing the default mode's kernel). Batch, heads (and the GQA group), sequence lengths (full and per batch), logical head dims, strides, scale,
 the mask (band bounds, alignment) and the sink are runtime arguments (flags and pointers), so one compiled set
 serves every shape and feature combination of its key.
 Compiling for an arch other than the device's (or with no GPU) is a cross-compile: the result can be inspected
