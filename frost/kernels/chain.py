@@ -1,9 +1,9 @@
 """One host entry for the whole backward: the preprocess, main and dQ-convert kernels launched from one compiled
 host function, so that a call crosses from Python into C once (one TVM-FFI call packs the arguments of all three
 launches) instead of three times. A kernel whose extent is empty is skipped at run time: no query rows means no
-preprocess and no conversion, no keys means no main kernel (which would have nothing to walk). Where dQ is added in
-KV-tile order on a tile with TileConfig.dq_direct, the main kernel writes dQ itself (bwd_main.dq_order_wait) and
-the convert kernel only runs for dsink.
+preprocess and no conversion, no keys means no main kernel (which would have nothing to walk). In a set whose main
+kernel writes dQ itself (compiled for ordered dQ on a TileConfig.dq_direct tile, mask.main_writes_dq) the convert
+kernel only runs for dsink.
 
 Arguments: the io tensors (pointer + three strides each; LSE's and dLSE's strides too), the workspace regions, the
 optional per-batch lengths, sink and dLSE pointers (stand-ins when absent: their flag is off), the sizes, the
@@ -14,14 +14,14 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
-from frost.kernels.mask import FLAG_SINK, main_writes_dq
+from frost.kernels.mask import FLAG_SINK
 
 
 class BackwardChain:
-    def __init__(self, preprocess, main, dq_convert, dq_direct: bool = False):
-        """``dq_direct``: the tile's TileConfig.dq_direct (ordered dQ is written by the main kernel)."""
+    def __init__(self, preprocess, main, dq_convert, main_writes_dq: bool = False):
+        """``main_writes_dq``: the set's main kernel writes dQ (mask.main_writes_dq)."""
         self.preprocess, self.main, self.dq_convert = preprocess, main, dq_convert
-        self.dq_direct = dq_direct
+        self.main_writes_dq = main_writes_dq
 
     @cute.jit
     def __call__(self, pQ: cute.Pointer, pK: cute.Pointer, pV: cute.Pointer, pO: cute.Pointer, pdO: cute.Pointer,
@@ -48,12 +48,10 @@ class BackwardChain:
                       heads_kv, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, q_sb, q_sh, q_ss, k_sb, k_sh,
                       k_ss, v_sb, v_sh, v_ss, do_sb, do_sh, do_ss, dq_sb, dq_sh, dq_ss, dk_sb, dk_sh, dk_ss, dv_sb,
                       dv_sh, dv_ss, scale, scale_log2, band_left, band_right, flags, stream)
-        # ordered dQ: the main kernel wrote dQ; the convert kernel only reduces dsink (when there is one)
-        # (``== False``: a traced Boolean has no ``not``)
+        # where the main kernel wrote dQ, the convert kernel only reduces dsink (when there is one)
         run_convert = seqlen_q > 0
-        if cutlass.const_expr(self.dq_direct):
-            dq_written = main_writes_dq(flags, self.dq_direct)
-            run_convert = run_convert & ((dq_written == False) | ((flags & FLAG_SINK) != 0))  # noqa: E712
+        if cutlass.const_expr(self.main_writes_dq):
+            run_convert = run_convert & ((flags & FLAG_SINK) != 0)
         if run_convert:
             self.dq_convert(pdQacc, pdQ, pDsinkPart, pDsink, batch, heads, seqlen_q, seqlen_q_pad, head_dim, flags,
                             dq_sb, dq_sh, dq_ss, scale, stream)

@@ -80,6 +80,7 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     from frost.kernels.bwd_main_grid import BwdMainGridKernel
     from frost.kernels.chain import BackwardChain
     from frost.kernels.dq_convert import DqConvertKernel
+    from frost.kernels.mask import main_writes_dq
     from frost.kernels.preprocess import PreprocessKernel
 
     if key.dtype not in DTYPES:
@@ -96,8 +97,9 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
 
     tile = tile or key.tile
     main_k = (BwdMainGridKernel if tile.warp_grid else BwdMainKernel)(dt, tile, arch_config(key.arch), key.ordered)
-    chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad, tile.dq_direct), main_k,
-                          DqConvertKernel(dt, key.head_dim_pad, tile.dq_direct), tile.dq_direct)
+    writes_dq = main_writes_dq(tile.dq_direct, key.ordered)
+    chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad, writes_dq), main_k,
+                          DqConvertKernel(dt, key.head_dim_pad, writes_dq), writes_dq)
     i32, i64, f32 = Int32(1), Int64(8), Float32(1.0)
     # the pointers in BackwardChain's order: q k v o do (io), lse, dq dk dv (io), dq_accum lse2 delta (fp32),
     # dq_sem, dsink_part, seq_len_q, seq_len_kv, sink, dsink, dlse

@@ -3,7 +3,7 @@ unscaled dS . K in fp32; rows past a batch's seq_len_q hold exact zeros there, s
 With a sink, CTA (0, h, 0) also reduces the preprocess's dsink partials of head h over (batch, row block) in a
 fixed order: dsink[h] = sum_b sum_blk part[b, h, blk] (deterministic).
 Grid: (ceil(seqlen_q / 128), heads, batch), 128 threads; per (dtype, head_dim_pad). Where the main kernel wrote dQ
-itself (ordered dQ on a TileConfig.dq_direct tile, bwd_main.dq_order_wait) only the dsink CTAs run, grid (1, heads,
+itself (a set compiled for ordered dQ on a TileConfig.dq_direct tile, mask.main_writes_dq) only the dsink CTAs run, grid (1, heads,
 1), and the chain skips the launch when there is no sink."""
 
 import cuda.bindings.driver as cuda
@@ -12,7 +12,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels import rowwise as rw
-from frost.kernels.mask import FLAG_SINK, main_writes_dq
+from frost.kernels.mask import FLAG_SINK
 
 
 class DqConvertKernel(rw.RowwiseKernel):
@@ -30,7 +30,7 @@ class DqConvertKernel(rw.RowwiseKernel):
         mPart = cute.make_tensor(pDsinkPart, cute.make_layout((heads, n_blk, batch), stride=(n_blk, 1, n_blk * heads)))
         mDsink = cute.make_tensor(pDsink, cute.make_layout(heads))
         n_row_blocks, n_batch = cute.ceil_div(seqlen_q, rw.ROWS_PER_CTA), batch
-        if main_writes_dq(flags, self.dq_direct):
+        if cutlass.const_expr(self.main_writes_dq):
             n_row_blocks, n_batch = Int32(1), Int32(1)  # dsink only
         self.kernel(mdQacc, mdQ, mPart, mDsink, flags, scale).launch(
             grid=(n_row_blocks, heads, n_batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
@@ -40,7 +40,7 @@ class DqConvertKernel(rw.RowwiseKernel):
                scale: Float32):
         tidx, _, _ = cute.arch.thread_idx()
         blk, head, batch = cute.arch.block_idx()
-        if main_writes_dq(flags, self.dq_direct) == False:  # noqa: E712 (a traced Boolean has no ``not``)
+        if cutlass.const_expr(not self.main_writes_dq):
             self._convert_rows(mdQacc[batch, head, None, None], mdQ[batch, head, None, None], blk, tidx, scale)
         if ((flags & FLAG_SINK) != 0) & (blk == 0) & (batch == 0) & (tidx < 32):
             self._reduce_dsink(mPart[head, None, None], mDsink, head, tidx)

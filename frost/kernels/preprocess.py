@@ -4,7 +4,7 @@ LSE = -inf, i.e. no visible key, gets +inf so that P = exp2(s - inf) = 0 exactly
 padded length get (LSE2 = +inf, delta = 0), so the main kernel loads whole tiles unguarded and padded rows
 contribute nothing. Rows past the batch's own length seq_len_q[b] count as padded (their O, dO, LSE are never
 read). Also zeroes the fp32 dQ accumulator (padded rows included) or, where dQ is ordered on a tile that writes dQ
-in the main kernel (FLAG_ORDERED_DQ with TileConfig.dq_direct, bwd_main.dq_order_wait), the rows of dQ no KV tile
+in the main kernel (a set compiled for ordered dQ on a TileConfig.dq_direct tile, mask.main_writes_dq), the rows of dQ no KV tile
 writes (rows past seq_len_q[b] and rows that see no key; the others are written by their query tile's last
 visitor) and the dQ-order semaphores of its rows, and, with a sink, writes this CTA's dsink partial
 -sum_{valid rows} exp(sink_h - LSE) * delta into ``dsink_part[b, h, blk]`` (summed in a fixed order, so
@@ -21,7 +21,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels import rowwise as rw
-from frost.kernels.mask import FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length, main_writes_dq, make_mask
+from frost.kernels.mask import FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length, make_mask
 
 LOG2_E = math.log2(math.e)
 
@@ -100,7 +100,7 @@ class PreprocessKernel(rw.RowwiseKernel):
                 mLSE2[batch, head, row] = lse2
                 mDelta[batch, head, row] = delta
                 sTerm[local] = term
-        if main_writes_dq(flags, self.dq_direct):
+        if cutlass.const_expr(self.main_writes_dq):
             skv = batch_length(mSeqKV, flags, FLAG_SEQ_KV, batch, seqlen_kv)
             mask = make_mask(seqlen_q, skv, band_left, band_right, flags)
             self._zero_unwritten_dq(mdQ[batch, head, None, None], mask, blk, tidx)

@@ -22,10 +22,10 @@ def threads_per_row(head_dim_pad: int) -> int:
 class RowwiseKernel:
     """Base of the row-wise kernels: the io dtype, the padded head dim and the thread split of a row."""
 
-    def __init__(self, dtype, head_dim_pad: int, dq_direct: bool = True):
+    def __init__(self, dtype, head_dim_pad: int, main_writes_dq: bool = False):
         self.dtype = dtype
         self.D = head_dim_pad
-        self.dq_direct = dq_direct  # ordered dQ: the main kernel writes dQ (tiles.TileConfig.dq_direct)
+        self.main_writes_dq = main_writes_dq  # the set's main kernel writes dQ (mask.main_writes_dq)
         self.tpr = threads_per_row(head_dim_pad)
         self.rows_per_pass = NUM_THREADS // self.tpr
 

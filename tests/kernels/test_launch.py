@@ -13,7 +13,8 @@ from frost.kernels.bwd_main import BwdMainKernel
 from frost.kernels.chain import BackwardChain
 from frost.kernels.dq_convert import DqConvertKernel
 from frost.kernels.launch import LOG2_E, Launch, Problem
-from frost.kernels.mask import FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND
+from frost.kernels.mask import (FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND,
+                                main_writes_dq)
 from frost.kernels.preprocess import PreprocessKernel
 
 KERNELS = {"preprocess": PreprocessKernel, "main": BwdMainKernel, "dq_convert": DqConvertKernel}
@@ -85,18 +86,20 @@ def test_the_chain_hands_each_kernel_its_declared_arguments():
             assert got == {p: args[p] for p in _params(KERNELS[name])}, name
 
 
-def test_a_direct_dq_tile_skips_the_conversion_in_deterministic_mode():
-    """With dq_direct (the main kernel writes dQ in deterministic mode) the convert kernel runs only for the
-    default mode or for dsink; without it, whenever there are query rows."""
+def test_a_set_whose_main_kernel_writes_dq_converts_only_for_dsink():
+    """The main kernel writes dQ in a set compiled for ordered dQ on a dq_direct tile (and only there); that set's
+    convert kernel runs only for dsink, any other set's whenever there are query rows."""
+    assert main_writes_dq(True, True) and not main_writes_dq(True, False) and not main_writes_dq(False, True)
     chain_params = _params(BackwardChain)
     values = {name: f"<{name}>" for name in chain_params} | {"seqlen_q": 100, "seqlen_kv": 140}
-    for direct, flags, converts in ((True, 0, True), (True, FLAG_ORDERED_DQ, False),
-                                    (True, FLAG_ORDERED_DQ | FLAG_SINK, True), (False, FLAG_ORDERED_DQ, True)):
+    for writes, flags, converts in ((False, 0, True), (False, FLAG_ORDERED_DQ | FLAG_SINK, True),
+                                    (True, FLAG_ORDERED_DQ, False), (True, FLAG_ORDERED_DQ | FLAG_SINK, True)):
         calls = {}
-        chain = BackwardChain(*(_recorder(n, calls, _params(cls)) for n, cls in KERNELS.items()), dq_direct=direct)
+        chain = BackwardChain(*(_recorder(n, calls, _params(cls)) for n, cls in KERNELS.items()),
+                              main_writes_dq=writes)
         args = values | {"flags": flags}
         BackwardChain.__call__.__wrapped__(chain, *(args[n] for n in chain_params))
-        assert ("dq_convert" in calls) == converts, (direct, flags)
+        assert ("dq_convert" in calls) == converts, (writes, flags)
         assert {"preprocess", "main"} <= set(calls)
 
 
