@@ -525,7 +525,7 @@ class BwdMainKernel:
                     if m_block < next_begin:  # the last visitor: dQ = scale * (sum so far + this)
                         if rank > 0:
                             cu.add_from_global(accdQ, gdq)
-                        cu.store_acc_scaled(accdQ, gdq_io, cdq, ld.dq_scale, dq_bh.shape[0], ld.head_dim)
+                        cu.store_acc(accdQ, gdq_io, cdq, dq_bh.shape[0], ld.head_dim, ld.dq_scale)
                     elif rank == 0:
                         cu.store_acc_global(gdq, accdQ)
                     else:
@@ -559,23 +559,11 @@ class BwdMainKernel:
         coords = mm.thr_acc.partition_C(g.cdKV)
         if cutlass.const_expr(do_dv):
             coords_v = coords if self.DV == self.D else mm.thr_acc.partition_C(g.cdV)
-            self._store_acc(cu.convert(acc.dV, self.dtype), mm.thr_acc.partition_C(g.gdV), coords_v, seqlen_kv,
-                            hdv)
+            cu.store_acc(cu.convert(acc.dV, self.dtype), mm.thr_acc.partition_C(g.gdV), coords_v, seqlen_kv, hdv)
         if cutlass.const_expr(do_dk):
             for i in cutlass.range_constexpr(cute.size(acc.dK)):
                 acc.dK[i] = acc.dK[i] * scale
-            self._store_acc(cu.convert(acc.dK, self.dtype), mm.thr_acc.partition_C(g.gdK), coords, seqlen_kv,
-                            hd)
-
-    @cute.jit
-    def _store_acc(self, r, t_dst, t_coord, row_limit, col_limit):
-        """Accumulator-layout fragment -> global, two adjacent columns (4 bytes) per store, bounds-checked."""
-        for i in cutlass.range_constexpr(cute.size(r, mode=[1])):
-            for j in cutlass.range_constexpr(cute.size(r, mode=[2])):
-                for v in cutlass.range_constexpr(2):
-                    crd = t_coord[(0, v), i, j]
-                    if (crd[0] < row_limit) & (crd[1] < col_limit):
-                        t_dst[(None, v), i, j].store(r[(None, v), i, j].load())
+            cu.store_acc(cu.convert(acc.dK, self.dtype), mm.thr_acc.partition_C(g.gdK), coords, seqlen_kv, hd)
 
 
 def smem_storage(dtype, tiles: dict, vec_len: int):

@@ -201,16 +201,20 @@ def add_from_global(acc: cute.Tensor, g: cute.Tensor):
 
 
 @cute.jit
-def store_acc_scaled(acc: cute.Tensor, g: cute.Tensor, coords: cute.Tensor, scale: Float32, row_limit: Int32,
-                     col_limit: Int32):
-    """g = scale * acc in g's dtype, two adjacent columns per store, pairs past (row_limit, col_limit) skipped.
-    ``coords``: the (row, column) of each element (a partition of an identity tensor like ``g``)."""
+def store_acc(acc: cute.Tensor, g: cute.Tensor, coords: cute.Tensor, row_limit: Int32, col_limit: Int32,
+              scale: Float32 | None = None):
+    """g = acc (already in g's dtype), or with ``scale`` g = scale * acc converted to g's dtype: two adjacent
+    columns per store, pairs past (row_limit, col_limit) skipped. ``coords``: the (row, column) of each element (a
+    partition of an identity tensor like ``g``)."""
     pairs = acc_pairs(acc)
     for k in cutlass.range_constexpr(len(pairs)):
         crd = pairs[k]
         rc = coords[(0, crd[0][1]), crd[1], crd[2]]
         if (rc[0] < row_limit) & (rc[1] < col_limit):
-            g[crd].store((acc[crd].load() * scale).to(g.element_type))
+            if cutlass.const_expr(scale is None):
+                g[crd].store(acc[crd].load())
+            else:
+                g[crd].store((acc[crd].load() * scale).to(g.element_type))
 
 
 @dsl_user_op
