@@ -42,13 +42,14 @@ def seq_pad(seq_q: int) -> int:
 
 
 # Per padded Q/K head dim: the widest band (L + R) on which the default mode orders dQ too, where ordering measured
-# faster than atomic adds (benchmarks/bench_ordered_dq.py). Ordered / atomic time, MHA B2 H16 S4096 bf16 + sink,
-# L = 64 / 128 / 256 (H200, 2026-11-30): d32 0.945/0.991/1.019, d48 0.956/0.996/1.044, d64 0.920/0.960/0.987,
-# d80 0.870/0.905/0.930, d96 0.925/0.974/1.016, d128 0.882/0.921/0.952, d160 1.075/1.129/1.183, d224
-# 1.059/1.098/1.139, d256 0.939/0.977/1.024; gpt-oss (B2 H64/8 D64) and GQA (B2 H32/8 D128) L = 512: 1.03 / 1.02.
-# Not listed: never. (Swept when both orders shared one kernel; the ordered set has been ~2 % faster at d64 and
-# 0.4 % at d128 since, twelfth session: not re-swept.)
-ORDERED_BAND = {32: 128, 48: 128, 64: 256, 80: 256, 96: 128, 128: 256, 256: 128}
+# faster than atomic adds (benchmarks/bench_ordered_dq.py, on the kernel sets compiled for each order). Ordered /
+# atomic time, MHA B2 H16 S4096 bf16 + sink, L = 64 / 128 / 256 / 512 (H200, 2026-11-30, thirteenth session):
+# d32 0.937/0.978/0.996/1.035, d48 0.947/0.993/1.021/1.053, d64 0.910/0.954/0.972/1.004, d80 0.876/0.899/0.918/
+# 0.942 (L 1024: 0.999), d96 0.930/0.986/1.031/1.088, d128 0.883/0.926/0.946/0.980, d160 1.045/1.096/1.144/1.198,
+# d224 1.051/1.081/1.114/1.157, d256 0.932/0.965/1.004/1.058. A width within noise is not taken (d32 L 256: 0.996,
+# 0.998 in a rerun). d128 stays at 256 and does not take 512 (MHA 0.980, but GQA B2 H32/8 D128 1.042 at L 512;
+# 1.016 at L 256, S 16384 1.013). gpt-oss B2 H64/8 D64: 0.983 at L 256, 1.027 at L 512. Not listed: never.
+ORDERED_BAND = {32: 128, 48: 128, 64: 256, 80: 512, 96: 128, 128: 256, 256: 128}
 
 
 def orders_dq(tile, mask: MaskSpec, deterministic: bool) -> bool:

@@ -108,7 +108,8 @@ def test_a_set_whose_main_kernel_writes_dq_converts_only_for_dsink():
     (64, (257, 0), False, False), (64, (None, 0), False, False), (64, (None, None), False, False),
     (64, (None, None), True, True), (128, (0, 0), False, True), (32, (128, 0), False, True),
     (32, (129, 0), False, False), (160, (64, 0), False, False), (160, (None, 0), True, True),
-    (192, (64, 0), False, False), (256, (100, 28), False, True), (256, (100, 29), False, False)])
+    (192, (64, 0), False, False), (256, (100, 28), False, True), (256, (100, 29), False, False),
+    (80, (500, 12), False, True), (80, (513, 0), False, False)])
 def test_narrow_bands_order_dq_in_the_default_mode(d, band, det, ordered):
     """dQ is added in KV-tile order (FLAG_ORDERED_DQ) in deterministic mode, and in the default mode for bands of
     L + R <= the measured launch.ORDERED_BAND (d160's tile: never; d192's grid tile does not write dQ directly)."""
