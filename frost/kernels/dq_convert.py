@@ -2,9 +2,9 @@
 unscaled dS . K in fp32; rows past a batch's seq_len_q hold exact zeros there, so they come out as zeros).
 With a sink, CTA (0, h, 0) also reduces the preprocess's dsink partials of head h over (batch, row block) in a
 fixed order: dsink[h] = sum_b sum_blk part[b, h, blk] (deterministic).
-Grid: (ceil(seqlen_q / 128), heads, batch), 128 threads; per (dtype, head_dim_pad). Where the main kernel wrote dQ
-itself (a set compiled for ordered dQ on a TileConfig.dq_direct tile, mask.main_writes_dq) only the dsink CTAs run, grid (1, heads,
-1), and the chain skips the launch when there is no sink."""
+Grid: (ceil(seqlen_q / 128), heads, batch), 128 threads; per (dtype, head_dim_pad). In a set whose main kernel
+writes dQ itself (compiled for ordered dQ on a TileConfig.dq_direct tile, mask.main_writes_dq) only the dsink CTAs
+run, grid (1, heads, 1), and the chain skips the launch when there is no sink."""
 
 import cuda.bindings.driver as cuda
 import cutlass

@@ -3,12 +3,12 @@ LSE output, when one is given: it adds dlse * P to dS, the same as lowering delt
 LSE = -inf, i.e. no visible key, gets +inf so that P = exp2(s - inf) = 0 exactly); rows past seqlen_q up to the
 padded length get (LSE2 = +inf, delta = 0), so the main kernel loads whole tiles unguarded and padded rows
 contribute nothing. Rows past the batch's own length seq_len_q[b] count as padded (their O, dO, LSE are never
-read). Also zeroes the fp32 dQ accumulator (padded rows included) or, where dQ is ordered on a tile that writes dQ
-in the main kernel (a set compiled for ordered dQ on a TileConfig.dq_direct tile, mask.main_writes_dq), the rows of dQ no KV tile
-writes (rows past seq_len_q[b] and rows that see no key; the others are written by their query tile's last
-visitor) and the dQ-order semaphores of its rows, and, with a sink, writes this CTA's dsink partial
--sum_{valid rows} exp(sink_h - LSE) * delta into ``dsink_part[b, h, blk]`` (summed in a fixed order, so
-deterministic; the dq-convert kernel reduces the partials).
+read). Also zeroes the fp32 dQ accumulator (padded rows included) or, in a set whose main kernel writes dQ itself
+(compiled for ordered dQ on a TileConfig.dq_direct tile, mask.main_writes_dq), the rows of dQ no KV tile writes
+(rows past seq_len_q[b] and rows that see no key; the others are written by their query tile's last visitor)
+and the dQ-order semaphores of its rows, and, with a sink, writes this CTA's dsink partial -sum_{valid rows}
+exp(sink_h - LSE) * delta into ``dsink_part[b, h, blk]`` (summed in a fixed order, so deterministic; the
+dq-convert kernel reduces the partials).
 
 Grid: (seqlen_q_pad / 128, heads, batch), 128 threads; compiled per (dtype, head_dim_pad)."""
 
