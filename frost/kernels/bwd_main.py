@@ -61,6 +61,7 @@ class BwdMainKernel:
         self.tile = tile
         self.arch = arch
         self.ordered = ordered
+        self.release_at_top = ordered and tile.release_at_top  # (TileConfig.release_at_top: the ordered set only)
         self.N, self.M, self.D = tile.n_block, tile.m_block, tile.head_dim_pad
         self.DV = tile.dv_pad  # V, dO and dV tiles (narrower than D only in the grid kernel)
         # threads that load a Q / dO tile (fewer than all where a 64-row tile cannot take them: cu.copy_threads)
@@ -414,6 +415,8 @@ class BwdMainKernel:
         q_stage, do_stage = it % t.q_stages, it % t.do_stages
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
+        if cutlass.const_expr(do_dk and self.release_at_top):
+            self._dq_release_prev(ld, walk, it, head, m_block)  # the top barrier follows every warp's adds
         # the next position is derived where it is used (computed once for the whole step, d224 spills)
         next_pos = lambda: self._walk_next(walk, head, m_block)  # noqa: E731
         self._load_next(ld, walk, it, next_pos, 1 - q_stage, 1 - do_stage, t.q_stages == 2, t.do_stages == 2,
@@ -432,7 +435,7 @@ class BwdMainKernel:
 
         if cutlass.const_expr(do_dk or t.q_stages == 1 or t.do_stages == 1):
             cute.arch.sync_threads()  # dS^T complete in smem; every warp is done with this tile's Q and dO
-        if cutlass.const_expr(do_dk):
+        if cutlass.const_expr(do_dk and not self.release_at_top):
             self._dq_release_prev(ld, walk, it, head, m_block)  # before the refills: the fence has less to wait for
         self._load_next(ld, walk, it, next_pos, 0, 0, t.q_stages == 1, t.do_stages == 1, do_dk)
         if cutlass.const_expr(do_dk):
