@@ -79,7 +79,9 @@ class TileConfig:
     # ordered dQ (the set compiled for it, rows kernel): release the previous step's query tile right after the
     # top-of-step barrier instead of after the mid-step one, half a step earlier. GQA 2,32,8,4096 d128 causal
     # deterministic 3.216 -> 3.175 ms, but gpt-oss d64 1.08x -> 1.14x the default mode (H200, 2026-11-30, thirteenth
-    # session: there the release's MEMBAR waits on the adds just issued); only where measured faster
+    # session: there the release's MEMBAR waits on the adds just issued); only where measured faster. Measured for
+    # d32/d48/d96 too (MHA B2 H16 S4096 deterministic: 1.170x -> 1.086x, 1.143x -> 1.117x, 1.197x -> 1.073x the
+    # default mode; d80 0.993x -> 1.032x), not yet on: those ordered sets still need a GPU validation with it
     release_at_top: bool = False
 
     @property
