@@ -49,11 +49,8 @@ class DqConvertKernel(rw.RowwiseKernel):
     def _convert_rows(self, acc_bh: cute.Tensor, dq_bh: cute.Tensor, blk, tidx, scale: Float32):
         """This CTA's ROWS_PER_CTA rows of one (batch, head): dq = scale * acc in the io dtype."""
         seqlen_q, head_dim = dq_bh.shape[0], dq_bh.shape[1]
-        lane, row_in_pass = tidx % self.tpr, tidx // self.tpr
-        for p in cutlass.range_constexpr(rw.ROWS_PER_CTA // self.rows_per_pass):
-            row = blk * rw.ROWS_PER_CTA + p * self.rows_per_pass + row_in_pass
-            for c in cutlass.range_constexpr(rw.chunks_per_thread(self.D)):
-                chunk = c * self.tpr + lane
+        for _, row in self.thread_rows(blk, tidx):
+            for chunk in self.thread_chunks(tidx):
                 if (row < seqlen_q) & (chunk * rw.CHUNK < head_dim):
                     acc = rw.chunk_view(acc_bh[row, None], chunk).load()
                     rw.chunk_view(dq_bh[row, None], chunk).store((acc * scale).to(self.dtype))

@@ -76,16 +76,14 @@ class PreprocessKernel(rw.RowwiseKernel):
         head_dim_v = mO.shape[3]
         seqlen_q = batch_length(mSeqQ, flags, FLAG_SEQ_Q, batch, mO.shape[2])
         o_bh, do_bh = mO[batch, head, None, None], mdO[batch, head, None, None]
-        lane, row_in_pass = tidx % self.tpr, tidx // self.tpr
+        lane = tidx % self.tpr
         sTerm = cutlass.memory.SmemAllocator().allocate_tensor(Float32, cute.make_layout(rw.ROWS_PER_CTA), 16)
         has_sink = (flags & FLAG_SINK) != 0
         sink = Float32(0.0)
         if has_sink:
             sink = mSink[head]
-        for p in cutlass.range_constexpr(rw.ROWS_PER_CTA // self.rows_per_pass):
-            local = p * self.rows_per_pass + row_in_pass
-            row = blk * rw.ROWS_PER_CTA + local
-            delta = self._row_dot(o_bh, do_bh, row, lane, seqlen_q, head_dim_v)
+        for local, row in self.thread_rows(blk, tidx):
+            delta = self._row_dot(o_bh, do_bh, row, tidx, seqlen_q, head_dim_v)
             delta = rw.quad_sum(delta, self.tpr)
             if lane == 0:
                 lse2 = Float32(math.inf)
@@ -124,13 +122,12 @@ class PreprocessKernel(rw.RowwiseKernel):
                 mPart[batch, head, blk] = -acc
 
     @cute.jit
-    def _row_dot(self, o_bh, do_bh, row, lane, seqlen_q, head_dim_v) -> Float32:
-        """This lane's part of sum_d dO[row, d] * O[row, d] (0 outside the tensor)."""
+    def _row_dot(self, o_bh, do_bh, row, tidx, seqlen_q, head_dim_v) -> Float32:
+        """This thread's part of sum_d dO[row, d] * O[row, d] (0 outside the tensor)."""
         acc = Float32(0.0)
         if row < seqlen_q:
             o_row, do_row = o_bh[row, None], do_bh[row, None]
-            for c in cutlass.range_constexpr(rw.chunks_per_thread(self.D)):
-                chunk = c * self.tpr + lane
+            for chunk in self.thread_chunks(tidx):
                 if chunk * rw.CHUNK < head_dim_v:
                     o = rw.chunk_view(o_row, chunk).load().to(Float32)
                     do = rw.chunk_view(do_row, chunk).load().to(Float32)
@@ -141,14 +138,11 @@ class PreprocessKernel(rw.RowwiseKernel):
     def _zero_unwritten_dq(self, dq_bh: cute.Tensor, mask, blk, tidx):
         """Ordered dQ written by the main kernel: zero the rows of this CTA's block of dQ that no KV tile writes
         (past the batch's length, or seeing no key), 16 bytes per store."""
-        lane, row_in_pass = tidx % self.tpr, tidx // self.tpr
         zero = cute.make_rmem_tensor((rw.CHUNK,), self.dtype)
         zero.fill(0.0)
-        for p in cutlass.range_constexpr(rw.ROWS_PER_CTA // self.rows_per_pass):
-            row = blk * rw.ROWS_PER_CTA + p * self.rows_per_pass + row_in_pass
+        for _, row in self.thread_rows(blk, tidx):
             if (row < dq_bh.shape[0]) & mask.row_sees_no_key(row):
-                for c in cutlass.range_constexpr(rw.chunks_per_thread(self.D)):
-                    chunk = c * self.tpr + lane
+                for chunk in self.thread_chunks(tidx):
                     if chunk * rw.CHUNK < dq_bh.shape[1]:
                         rw.chunk_view(dq_bh[row, None], chunk).store(zero.load())
 

@@ -29,6 +29,19 @@ class RowwiseKernel:
         self.tpr = threads_per_row(head_dim_pad)
         self.rows_per_pass = NUM_THREADS // self.tpr
 
+    def thread_rows(self, blk, tidx):
+        """This thread's rows of CTA ``blk``, one per pass, as (row within the CTA's block, row). A trace-time
+        generator (the passes unroll), shared so every row-wise loop splits a block the same way."""
+        for p in range(ROWS_PER_CTA // self.rows_per_pass):
+            local = p * self.rows_per_pass + tidx // self.tpr
+            yield local, blk * ROWS_PER_CTA + local
+
+    def thread_chunks(self, tidx):
+        """This thread's chunk slots of a row (chunk i covers columns [i * CHUNK, (i + 1) * CHUNK)); slots past
+        the row's width are the caller's to mask. A trace-time generator, like thread_rows."""
+        for c in range(chunks_per_thread(self.D)):
+            yield c * self.tpr + tidx % self.tpr
+
 
 def chunks_per_thread(head_dim_pad: int) -> int:
     """Chunk slots per thread: ceil(chunks / threads_per_row); slots past the row are masked by the caller."""
