@@ -79,9 +79,9 @@ class TileConfig:
     # ordered dQ (the set compiled for it, rows kernel): release the previous step's query tile right after the
     # top-of-step barrier instead of after the mid-step one, half a step earlier. GQA 2,32,8,4096 d128 causal
     # deterministic 3.216 -> 3.175 ms, but gpt-oss d64 1.08x -> 1.14x the default mode (H200, 2026-11-30, thirteenth
-    # session: there the release's MEMBAR waits on the adds just issued); only where measured faster. Measured for
-    # d32/d48/d96 too (MHA B2 H16 S4096 deterministic: 1.170x -> 1.086x, 1.143x -> 1.117x, 1.197x -> 1.073x the
-    # default mode; d80 0.993x -> 1.032x), not yet on: those ordered sets still need a GPU validation with it
+    # session: there the release's MEMBAR waits on the adds just issued); only where measured faster: also d32,
+    # d48, d96 (MHA B2 H16 S4096 causal deterministic: 1.170x -> 1.086x, 1.143x -> 1.117x, 1.197x -> 1.073x the
+    # default mode), not d80 (0.993x -> 1.032x) or d160 (1.302x -> 1.287x, within noise)
     release_at_top: bool = False
 
     @property
@@ -158,15 +158,15 @@ class TileConfig:
 
 _TABLE = {
     32: TileConfig(32, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32,
-                   rows_per_warp=32),
+                   rows_per_warp=32, release_at_top=True),
     48: TileConfig(48, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=48,
-                   rows_per_warp=32),
+                   rows_per_warp=32, release_at_top=True),
     64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
                    rows_per_warp=32),
     80: TileConfig(80, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=80,
                    k_in_regs=True),
     96: TileConfig(96, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=96,
-                   k_in_regs=True),
+                   k_in_regs=True, release_at_top=True),
     128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=128,
                     k_in_regs=True, diff_mask=True, release_at_top=True),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
