@@ -41,7 +41,7 @@ from frost.kernels import rowwise
 from frost.kernels.arch import arch_config
 from frost.kernels.compile import DTYPES, KernelKey, get_kernels
 from frost.errors import TensorError
-from frost.kernels.launch import Launch, Problem, orders_dq, seq_pad
+from frost.kernels.launch import Launch, Problem, orders_dq, problem_orders_dq, seq_pad
 from frost.analyzer.capability import CUTE_SM120, max_seq_q
 from frost.kernels.mask import MaskSpec
 from frost.kernels.preprocess import SEM_ROWS
@@ -164,8 +164,7 @@ class CompiledBackward:
         if p.seq_kv > CUTE_SM120.max_seq:
             raise TensorError("k.shape[2] (seq_kv)", p.seq_kv, f"at most {CUTE_SM120.max_seq}")
         cfg = self.cfg
-        if orders_dq(cfg.tile, MaskSpec(cfg.causal, cfg.alignment, p.band_left, p.band_right),
-                     p.deterministic) != cfg.ordered:
+        if problem_orders_dq(cfg, p) != cfg.ordered:
             if self._twin is None:
                 self._twin = CompiledBackward(replace(cfg, ordered=not cfg.ordered))
             return self._twin.bind(p)

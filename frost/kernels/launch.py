@@ -62,6 +62,16 @@ def orders_dq(tile, mask: MaskSpec, deterministic: bool) -> bool:
     return deterministic or (tile.dq_direct and left + right <= ORDERED_BAND.get(tile.head_dim_pad, -1))
 
 
+def problem_mask(cfg, p: Problem) -> MaskSpec:
+    """A problem's mask on a compiled config (causality and alignment are compiled in, the band is per problem)."""
+    return MaskSpec(cfg.causal, cfg.alignment, p.band_left, p.band_right)
+
+
+def problem_orders_dq(cfg, p: Problem) -> bool:
+    """orders_dq for one problem: which of a config's two kernel sets (KernelKey.ordered) runs it."""
+    return orders_dq(cfg.tile, problem_mask(cfg, p), p.deterministic)
+
+
 def _flags(mask: MaskSpec, p: Problem, ordered: bool) -> int:
     return (mask.flags() | (FLAG_ORDERED_DQ if ordered else 0) | (FLAG_SEQ_Q if p.seq_len_q else 0)
             | (FLAG_SEQ_KV if p.seq_len_kv else 0) | (FLAG_SINK if p.sink else 0) | (FLAG_DLSE if p.dlse else 0))
@@ -73,9 +83,9 @@ class Launch:
     api.workspace_regions to tensors (only their addresses are read); ``dsink`` may be any buffer of >= 4*Hq bytes."""
 
     def __init__(self, kernels, cfg, p: Problem, graph_replay: bool | None = None):
-        mask = MaskSpec(cfg.causal, cfg.alignment, p.band_left, p.band_right)
+        mask = problem_mask(cfg, p)
         left, right = mask.bounds()
-        ordered = orders_dq(cfg.tile, mask, p.deterministic)
+        ordered = problem_orders_dq(cfg, p)
         if ordered != cfg.ordered:   # (CompiledBackward.bind picks the set of the problem's kind)
             raise ValueError(f"a problem with {'ordered' if ordered else 'atomic'} dQ on the kernel set of "
                              f"{cfg.kernel_key.as_str()}")
