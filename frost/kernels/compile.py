@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
-from frost.kernels.tiles import TileConfig, tile_for_pads
+from frost.kernels.tiles import TileConfig, tile_for_order, tile_for_pads
 
 DTYPES = ("float16", "bfloat16")
 
@@ -33,7 +33,8 @@ class KernelKey:
 
     @property
     def tile(self) -> TileConfig:
-        return tile_for_pads(self.head_dim_pad, self.head_dim_v_pad)
+        """The tile this set compiles with (the ordered set's may differ: tiles.tile_for_order)."""
+        return tile_for_order(tile_for_pads(self.head_dim_pad, self.head_dim_v_pad), self.ordered)
 
     def as_str(self) -> str:
         return f"frost.bwd.v4:{self.arch}:{self.dtype}:{tile_key(self.tile)}:o{int(self.ordered)}"

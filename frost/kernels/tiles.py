@@ -178,6 +178,18 @@ _TABLE = {
 }
 
 
+# The set compiled for ordered dQ (deterministic mode, narrow bands) takes these changes to the pad's tile where
+# they measured faster there; the atomic set keeps the table's. One chunk for the whole dQ: the wait and the adds
+# come after a single GEMM, not spread over the step. MHA B2 H16 S4096 causal deterministic / default mode (H200,
+# 2026-11-30, fourteenth session): d160 1.30x -> 1.16x with the 160-wide chunk, 1.10x with dO double-buffered too
+# (1.20x with the release at the top as well: not taken). d224 measured 1.23x -> 1.17x with its 224-wide chunk,
+# but that spills (80-88 bytes of stack on sm_90a, 8 on sm_120a), so it keeps 32. (The default mode measured the
+# 32-wide chunks faster: bench_variants d160_c160.) The other pads already take their whole dQ in one chunk.
+_ORDERED_CHANGES = {
+    160: {"dq_chunk": 160, "do_stages": 2},
+}
+
+
 # Narrower V tiles where padding V to the Q/K head dim would waste a large share of the MMA work: (Q/K pad,
 # V pad) -> tile. 192/128 (DeepSeek-style MLA heads) padded to 192/192 does 15 % more MMA work (S, dK and dQ
 # are 192 wide, dP and dV 128).
@@ -212,13 +224,22 @@ def tile_for(head_dim_qk: int, head_dim_v: int) -> TileConfig:
     return tile_for_pads(pad_head_dim(head_dim_qk), pad_head_dim(head_dim_v))
 
 
+def tile_for_order(tile: TileConfig, ordered: bool) -> TileConfig:
+    """The tile a kernel set compiles with: the ordered set's changes (_ORDERED_CHANGES) applied to its pad's
+    table tile (not to the narrower-V tiles, which have none)."""
+    changes = _ORDERED_CHANGES.get(tile.head_dim_pad) if ordered and not tile.head_dim_v_pad else None
+    return replace(tile, **changes) if changes else tile
+
+
 def served_pads() -> tuple[tuple[int, int], ...]:
     """Every (Q/K pad, V pad) with a tile of its own (one compiled kernel set each, per dtype and arch)."""
     return tuple((d, d) for d in HEAD_DIM_PADS) + tuple(_TABLE_DV)
 
 
 def all_tiles() -> tuple[TileConfig, ...]:
-    return tuple(tile_for_pads(*p) for p in served_pads())
+    """Every tile a served kernel set compiles with (both dQ orders, each once)."""
+    tiles = (tile_for_order(tile_for_pads(*p), o) for p in served_pads() for o in (False, True))
+    return tuple(dict.fromkeys(tiles))
 
 
 def tile_for_pads(head_dim_pad: int, head_dim_v_pad: int = 0) -> TileConfig:

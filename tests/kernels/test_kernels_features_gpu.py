@@ -106,6 +106,9 @@ BITWISE_CASES = {
     "grid_2pass": Case(b=2, hq=4, hkv=2, sq=300, skv=350, dqk=256, dv=256, causal=True, alignment=BR,
                        band_left=200, seq_len_q=[300, 170], seq_len_kv=[350, 300], sink=-1.0, deterministic=True,
                        seed=6),
+    # the ordered set's own tile (tiles._ORDERED_CHANGES: d160 adds its whole dQ after one GEMM)
+    "ordered_tile": Case(b=2, hq=4, hkv=2, sq=400, skv=380, dqk=160, dv=160, causal=True, alignment=TL,
+                         seq_len_q=[400, 233], seq_len_kv=[380, 301], sink=0.3, deterministic=True, seed=10),
     # the grid kernel with V tiles narrower than Q/K (192/128)
     "grid_narrow_v": Case(b=2, hq=8, hkv=2, sq=500, skv=450, dqk=192, dv=128, causal=True, alignment=BR,
                           seq_len_q=[500, 377], seq_len_kv=[450, 301], sink=0.7, deterministic=True, seed=9),
