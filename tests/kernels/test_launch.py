@@ -107,12 +107,13 @@ def test_a_set_whose_main_kernel_writes_dq_converts_only_for_dsink():
     (64, (128, 0), False, True), (64, (128, 128), False, True), (64, (256, 0), False, True),
     (64, (257, 0), False, False), (64, (None, 0), False, False), (64, (None, None), False, False),
     (64, (None, None), True, True), (128, (0, 0), False, True), (32, (128, 0), False, True),
-    (32, (129, 0), False, False), (160, (64, 0), False, False), (160, (None, 0), True, True),
+    (32, (129, 0), False, False), (160, (128, 0), False, True), (160, (129, 0), False, False),
+    (160, (None, 0), True, True),
     (192, (64, 0), False, False), (256, (100, 28), False, True), (256, (100, 29), False, False),
     (80, (500, 12), False, True), (80, (513, 0), False, False)])
 def test_narrow_bands_order_dq_in_the_default_mode(d, band, det, ordered):
     """dQ is added in KV-tile order (FLAG_ORDERED_DQ) in deterministic mode, and in the default mode for bands of
-    L + R <= the measured launch.ORDERED_BAND (d160's tile: never; d192's grid tile does not write dQ directly)."""
+    L + R <= the measured launch.ORDERED_BAND (d192's grid tile: never, it does not write dQ directly)."""
     calls = {}
     cfg, tensors, ws = _problem_tensors(d=d, band_left=band[0], band_right=band[1], deterministic=det)
     assert cfg.ordered == cfg.kernel_key.ordered == ordered
