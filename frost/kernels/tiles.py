@@ -76,12 +76,12 @@ class TileConfig:
     # 2,32,8,4096 causal 3.156 -> 3.064 ms, but gpt-oss causal (d64) 2.572 -> 2.595 ms (H200, 2026-11-30); only
     # where measured faster
     diff_mask: bool = False
-    # ordered dQ (the set compiled for it, rows kernel): release the previous step's query tile right after the
-    # top-of-step barrier instead of after the mid-step one, half a step earlier. GQA 2,32,8,4096 d128 causal
-    # deterministic 3.216 -> 3.175 ms, but gpt-oss d64 1.08x -> 1.14x the default mode (H200, 2026-11-30, thirteenth
-    # session: there the release's MEMBAR waits on the adds just issued); only where measured faster: also d32,
-    # d48, d96 (MHA B2 H16 S4096 causal deterministic: 1.170x -> 1.086x, 1.143x -> 1.117x, 1.197x -> 1.073x the
-    # default mode), not d80 (0.993x -> 1.032x) or d160 (1.302x -> 1.287x, within noise)
+    # ordered dQ (rows kernel; set in _ORDERED_CHANGES, so only the ordered set has it): release the previous step's
+    # query tile right after the top-of-step barrier instead of after the mid-step one, half a step earlier. GQA
+    # 2,32,8,4096 d128 causal deterministic 3.216 -> 3.175 ms, but gpt-oss d64 1.08x -> 1.14x the default mode
+    # (H200, 2026-11-30, thirteenth session: there the release's MEMBAR waits on the adds just issued); only where
+    # measured faster: also d32, d48, d96 (MHA B2 H16 S4096 causal deterministic: 1.170x -> 1.086x, 1.143x ->
+    # 1.117x, 1.197x -> 1.073x the default mode), not d80 (0.993x -> 1.032x) or d160 (1.302x -> 1.287x)
     release_at_top: bool = False
 
     @property
@@ -158,17 +158,17 @@ class TileConfig:
 
 _TABLE = {
     32: TileConfig(32, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32,
-                   rows_per_warp=32, release_at_top=True),
+                   rows_per_warp=32),
     48: TileConfig(48, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=48,
-                   rows_per_warp=32, release_at_top=True),
+                   rows_per_warp=32),
     64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
                    rows_per_warp=32),
     80: TileConfig(80, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=80,
                    k_in_regs=True),
     96: TileConfig(96, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=96,
-                   k_in_regs=True, release_at_top=True),
+                   k_in_regs=True),
     128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=128,
-                    k_in_regs=True, diff_mask=True, release_at_top=True),
+                    k_in_regs=True, diff_mask=True),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
                     warp_grid=True, dq_direct=False),
@@ -179,13 +179,19 @@ _TABLE = {
 
 
 # The set compiled for ordered dQ (deterministic mode, narrow bands) takes these changes to the pad's tile where
-# they measured faster there; the atomic set keeps the table's. One chunk for the whole dQ: the wait and the adds
-# come after a single GEMM, not spread over the step. MHA B2 H16 S4096 causal deterministic / default mode (H200,
-# 2026-11-30, fourteenth session): d160 1.30x -> 1.16x with the 160-wide chunk, 1.10x with dO double-buffered too
-# (1.20x with the release at the top as well: not taken). d224 measured 1.23x -> 1.17x with its 224-wide chunk,
-# but that spills (80-88 bytes of stack on sm_90a, 8 on sm_120a), so it keeps 32. (The default mode measured the
-# 32-wide chunks faster: bench_variants d160_c160.) The other pads already take their whole dQ in one chunk.
+# they measured faster there; the atomic set keeps the table's.
+# - release_at_top (see TileConfig): d32, d48, d96, d128.
+# - d160: one chunk for the whole dQ, so the wait and the adds come after a single GEMM instead of being spread over
+#   the step, and dO double-buffered. MHA B2 H16 S4096 causal deterministic / default mode (H200, 2026-11-30,
+#   fourteenth session): 1.30x -> 1.16x with the 160-wide chunk, 1.10x with dO double-buffered too (1.20x with the
+#   release at the top as well: not taken). The default mode measured the 32-wide chunks faster (bench_variants
+#   d160_c160). d224's 224-wide chunk measured 1.23x -> 1.17x but spills (80-88 bytes of stack on sm_90a, 8 on
+#   sm_120a), so it keeps 32; the other pads already take their whole dQ in one chunk.
 _ORDERED_CHANGES = {
+    32: {"release_at_top": True},
+    48: {"release_at_top": True},
+    96: {"release_at_top": True},
+    128: {"release_at_top": True},
     160: {"dq_chunk": 160, "do_stages": 2},
 }
 

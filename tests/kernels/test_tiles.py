@@ -84,13 +84,14 @@ def test_copy_threads_never_reach_past_a_tile():
 
 def test_the_ordered_set_compiles_its_own_changes_to_a_tile():
     """KernelKey.tile applies tiles._ORDERED_CHANGES to the ordered set only (d160 takes its whole dQ in one chunk
-    there), the compile keys of the two sets differ, and both tiles are checked."""
+    there, d128 releases at the top), the compile keys of the two sets differ, and both tiles are checked."""
     from frost.kernels.compile import KernelKey
 
     atomic, ordered = (KernelKey("bfloat16", 160, "sm_120a", 0, o).tile for o in (False, True))
     assert (atomic.dq_chunk, ordered.dq_chunk, ordered.do_stages) == (32, 160, 2)
     assert tile_key(atomic) != tile_key(ordered) and {atomic, ordered} <= set(all_tiles())
     assert KernelKey("bfloat16", 64, "sm_120a", 0, True).tile == KernelKey("bfloat16", 64, "sm_120a").tile
+    assert [KernelKey("bfloat16", 128, "sm_120a", 0, o).tile.release_at_top for o in (False, True)] == [False, True]
     narrow = KernelKey("bfloat16", 192, "sm_120a", 128, True).tile
     assert narrow == KernelKey("bfloat16", 192, "sm_120a", 128).tile and narrow.dv_pad == 128
     for t in (atomic, ordered):
