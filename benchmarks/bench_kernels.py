@@ -3,6 +3,7 @@
     python3 benchmarks/bench_kernels.py [--dtype bfloat16] [--iters 20] [--variants d64_n64m64,...]
     python3 benchmarks/bench_kernels.py --features     # issue-6 features: GQA, sink, sliding window, deterministic
     python3 benchmarks/bench_kernels.py --narrow-v     # 192/128 head dims: narrow V tiles vs V padded to 192
+    python3 benchmarks/bench_kernels.py --deterministic 32,48,64,96,128,160  # deterministic / default mode per D
 
 B=4, H=16, S=4096, D=64/128, causal and not. Inputs are transposed views of BSHD memory (the layout both
 consume without copies). Backward FLOPs = 2.5 x forward, forward = 4*B*H*Sq*Skv*D, halved for causal.
@@ -177,6 +178,18 @@ def bench_features(dtype, iters):
     print(f"{'GQA 2,32,8,4096,128 deterministic':>44} | {d128:8.3f} | {d128 / t_f:5.3f}x default", flush=True)
 
 
+def bench_deterministic(dtype, iters, head_dims):
+    """Deterministic mode's cost per head dim (README's numbers): deterministic / default time, MHA B2 H16 S4096
+    causal, the two modes measured one after the other, twice."""
+    print(f"{'D':>4} | {'default ms':>10} {'det ms':>8} | det / default")
+    for d in head_dims:
+        case = GqaCase(2, 16, 16, 4096, d, dtype)
+        det, default = case.frost_fn(deterministic=True), case.frost_fn()
+        for _ in range(2):
+            t_d, t_f = _time(det, iters), _time(default, iters)
+            print(f"{d:>4} | {t_f:10.3f} {t_d:8.3f} | {t_d / t_f:5.3f}x", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
@@ -185,8 +198,12 @@ def main():
     ap.add_argument("--features", action="store_true", help="the issue-6 feature benchmarks only")
     ap.add_argument("--narrow-v", action="store_true", help="192/128 head dims: narrow vs padded V tiles only")
     ap.add_argument("--head-dims", default="64,128", help="comma-separated head dims (Q/K = V) to time against FA2")
+    ap.add_argument("--deterministic", default="", help="comma-separated head dims: deterministic / default only")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
+    if args.deterministic:
+        print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
+        return bench_deterministic(dtype, args.iters, [int(d) for d in args.deterministic.split(",")])
     if args.narrow_v:
         print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
         return bench_narrow_v(dtype, args.iters)
