@@ -87,7 +87,7 @@ class Launch:
     def __init__(self, kernels, cfg, p: Problem, graph_replay: bool | None = None):
         mask = problem_mask(cfg, p)
         left, right = mask.bounds()
-        ordered = problem_orders_dq(cfg, p)
+        ordered = orders_dq(cfg.tile, mask, p.deterministic)
         if ordered != cfg.ordered:   # (CompiledBackward.bind picks the set of the problem's kind)
             raise ValueError(f"a problem with {'ordered' if ordered else 'atomic'} dQ on the kernel set of "
                              f"{cfg.kernel_key.as_str()}")
