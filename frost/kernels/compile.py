@@ -3,7 +3,7 @@
 Only what changes the generated code is in the key: dtype, padded head dims (which fix the tile config), arch,
 and whether dQ is added in KV-tile order (``ordered``: deterministic mode and narrow bands, launch.orders_dq; that
 set's main kernel is compiled for ordered dQ alone, which lets it read each semaphore early, see
-bwd_main.dq_order_wait, without slowing the default mode's kernel; its preprocess and convert kernels know whether
+ordering.dq_order_wait, without slowing the default mode's kernel; its preprocess and convert kernels know whether
 the main kernel writes dQ, mask.main_writes_dq). Batch, heads (and the GQA group), sequence lengths (full and per
 batch), logical head dims, strides, scale, the mask (band bounds, alignment) and the sink are runtime arguments
 (flags and pointers), so one compiled set serves every shape and feature combination of its key.

@@ -80,7 +80,7 @@ def batch_length(mSeq: cute.Tensor, flags: Int32, flag: cutlass.Constexpr, batch
 
 def main_writes_dq(dq_direct: bool, ordered: bool) -> bool:
     """Whether a kernel set's main kernel writes dQ itself: the set is compiled for ordered dQ
-    (compile.KernelKey.ordered) on a tile with TileConfig.dq_direct (bwd_main.dq_order_wait). Then that set's
+    (compile.KernelKey.ordered) on a tile with TileConfig.dq_direct (ordering.dq_order_wait). Then that set's
     preprocess zeroes no accumulator and its convert kernel converts nothing. Fixed when the set is compiled (the
     Launch refuses a problem of the other kind), so the three kernels cannot disagree about it."""
     return dq_direct and ordered

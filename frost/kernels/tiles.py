@@ -69,7 +69,7 @@ class TileConfig:
     k_in_regs: bool = False  # rows kernel: each warp keeps its K rows (the A operand of S^T) in registers per pass
     head_dim_v_pad: int = 0  # grid kernel: V/dO/dV tiles this wide when narrower than Q/K (0: head_dim_pad)
     # ordered dQ (deterministic mode, narrow bands): a query tile's first visitor stores its dQ and the last one
-    # writes dQ in the io dtype (no accumulator zeroing, no convert pass; bwd_main.dq_order_wait). False where that
+    # writes dQ in the io dtype (no accumulator zeroing, no convert pass; ordering.dq_order_wait). False where that
     # code spills (d192 grid on sm_90a): there ordered adds go into the zeroed accumulator, converted after.
     dq_direct: bool = True
     # masked tiles test key - row against the band offsets (AttentionMask.zero_hidden(by_difference)): d128 GQA

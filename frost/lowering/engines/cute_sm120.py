@@ -47,7 +47,7 @@ register_default(ENGINE, CuteCompiler)
 
 def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
     """The main kernel's grid: a CTA per KV tile, per kv head (walking its GQA group), per batch (the launch may
-    order these axes differently: frost.kernels.bwd_main.block_order)."""
+    order these axes differently: frost.kernels.ordering.block_order)."""
     return (-(-facts.seq_kv // cfg.tile.n_block), facts.heads_kv, facts.batch)
 
 

@@ -1,0 +1,98 @@
+"""Which CTA runs which KV tile (the launch grid's block order) and the order in which the KV tiles visiting a query
+tile add their dQ when it is ordered (deterministic mode, narrow bands): the two orders the main kernels share, and
+the reasons they are deadlock-free and short on waits."""
+
+import cutlass
+import cutlass.cute as cute
+from cutlass import Int32
+
+from frost.kernels import cute_utils as cu
+from frost.kernels.mask import FLAG_KV_SLOWEST, NO_BOUND
+
+
+# Block order. Blocks are dealt out to the SMs in linear order (x fastest). A causal-like walk (no left bound, a
+# right one) is longest for the low KV tiles, so there the grid is (kv heads, batch, KV tiles): every head's long
+# walks start in the first waves instead of trailing at the end (longest job first). Otherwise (no mask or bands:
+# walks of equal length; KV tiles past the grid's y/z limit) the grid is (KV tiles, kv heads, batch), so the CTAs
+# running at once share a head's Q, dO and dQ accumulator in L2 (unmasked d128 on the H200: DRAM 41 % busy with
+# heads outermost). Both orders deal a head's KV tiles out in ascending order, which ordered dQ relies on.
+MAX_GRID_YZ = 65535
+
+
+@cute.jit
+def block_order(n_kv: Int32, heads_kv: Int32, batch: Int32, band_left: Int32, band_right: Int32, flags: Int32):
+    """Host side: the launch grid and the flags telling the kernel which order it was given."""
+    kv_slowest = Int32(0)
+    if (band_left >= NO_BOUND) & (band_right < NO_BOUND) & (n_kv <= MAX_GRID_YZ):
+        kv_slowest = Int32(1)
+    keep = 1 - kv_slowest
+    grid = (kv_slowest * heads_kv + keep * n_kv, kv_slowest * batch + keep * heads_kv,
+            kv_slowest * n_kv + keep * batch)
+    return grid, flags | kv_slowest * FLAG_KV_SLOWEST
+
+
+@cute.jit
+def kv_tile_of_block(flags: Int32):
+    """(KV tile, kv head, batch) of this CTA (see block_order)."""
+    bx, by, bz = cute.arch.block_idx()
+    n_block, head_kv, batch = bx, by, bz
+    if (flags & FLAG_KV_SLOWEST) != 0:
+        n_block, head_kv, batch = bz, bx, by
+    return n_block, head_kv, batch
+
+
+# Ordered dQ (FLAG_ORDERED_DQ: deterministic mode, and the default mode on narrow bands, launch.orders_dq): the KV
+# tiles visiting a query tile add their dQ in a fixed order, lowest KV tile first. One semaphore per (batch, query
+# head, 16 query rows) counts the visitors done with the tile; the visitor of rank r (r = n_block -
+# AttentionMask.first_n_block) waits until the count reaches r (no later rank can add before that) and adds. On a
+# tile with TileConfig.dq_direct, rank 0 stores instead of adding (no zeroed accumulator needed) and the last
+# visitor (the next KV tile does not visit: AttentionMask.next_tile_begin) reads the sum so far, adds its own and
+# writes dQ = scale * sum in the io dtype, so neither the preprocess's zeroing nor the convert pass runs (rows no
+# KV tile writes are zeroed by the preprocess). gpt-oss causal deterministic 1.117x -> 1.087x the default mode,
+# GQA d128 1.046x -> 1.035x, a 128-token window 0.205x -> 0.182x the causal run (H200, 2026-11-30).
+# One lane of warp 0 releases the tile for the whole CTA one step later, right after that step's
+# mid-step barrier and before its refills are issued: every warp issued its adds before a CTA barrier that lane
+# has passed since, and a release is cumulative (PTX memory model: the barrier orders the other warps' adds before
+# it), so one release increment per CTA step covers them (red.release: the fence of a release without the L1
+# invalidate that fence.acq_rel adds, -0.2 to -0.3 % of the deterministic run), and with a step's time to land and
+# no fresh loads outstanding its fence rarely waits. Measured on gpt-oss causal (H200): one release per warp cost 18 %
+# over the default mode, its fence alone 8 %; this layout 8-9 %, of which the waits ~5 % (~4 % the acquire load's
+# latency, ~1.5 % real waiting). An acquire load issued early to hide that latency was slower (its L1 invalidate
+# stalls the warp where it is issued), so the acquire is split in two (twelfth session): a relaxed load of the
+# semaphore issued before the dQ GEMM (dq_order_peek: no invalidate, nothing stalls) and, where it already shows
+# the rank's turn, a fence.acquire alone at the wait (CCTL.IVALL; else the ld.acquire spin): gpt-oss causal
+# deterministic 2.816 -> 2.759 ms (-2.0 %), GQA d128 -0.4 %, H200. That runs on the kernel set compiled for
+# ordered dQ (compile.KernelKey.ordered); the atomic set keeps its code byte for byte (the peek cost its default
+# mode ~1 % when both shared one kernel, and dropping the ordered path from the atomic kernel makes ptxas spill
+# d64: 64-104 bytes of stack). The release comes before the step's own wait, so no release waits on anything.
+# No deadlock: a CTA only waits on lower KV tiles of its own (batch, kv head), and block_order deals those out
+# before it, so they are running or done. Short waits: every KV tile walks from the last query tile downwards, a
+# tile at a time with all heads of the group inner, so the visitors of a query tile reach it in lockstep (a KV
+# tile's walk only differs in where it stops: its diagonal), one step behind the tile below; and the long walks
+# of causal masks are dealt out first in both modes.
+@cute.jit
+def dq_order_peek(sem_row: cute.Tensor, index: Int32, target: Int32) -> Int32:
+    """The semaphore read early for dq_order_wait (relaxed: no L1 invalidate, so nothing stalls where it is
+    issued); 0 for rank 0, which never waits."""
+    seen = Int32(0)
+    if target > 0:
+        seen = cu.load_relaxed(sem_row.iterator + index)
+    return seen
+
+
+@cute.jit
+def dq_order_wait(sem_row: cute.Tensor, index: Int32, target: Int32, enabled: cutlass.Boolean, seen=None):
+    """Rank 0 (the lowest visiting KV tile) adds first and never waits: no acquire for it. ``seen``: the
+    semaphore as dq_order_peek read it (None: not read early)."""
+    if enabled & (target > 0):
+        cu.spin_until_at_least(sem_row.iterator + index, target, seen)
+
+
+@cute.jit
+def dq_order_release(sem_row: cute.Tensor, index: Int32, enabled: cutlass.Boolean):
+    """One lane of warp 0, past a CTA barrier that follows every warp's adds to the tile: count the CTA done with a
+    release increment (orders those adds before it)."""
+    if enabled:
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == 0:
+            with cute.arch.elect_one():
+                cute.arch.atomic_add(sem_row.iterator + index, Int32(1), sem="release", scope="gpu")
