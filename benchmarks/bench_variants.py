@@ -54,6 +54,6 @@ VARIANTS = {
     "d48_r32_s22": TileConfig(48, 128, 32, 2, 2, False, 48, rows_per_warp=32),
     "d48_r32_m64": TileConfig(48, 128, 64, 2, 2, False, 48, rows_per_warp=32),
     "d48_m64_kreg": TileConfig(48, 128, 64, 2, 2, False, 48, k_in_regs=True),
-    # d64 with 256 keys per CTA (one CTA of 8 warps per SM instead of two of 4): 12-17 % slower (fifteenth session)
+    # d64 with 256 keys per CTA (one CTA of 8 warps per SM instead of two of 4): 14-21 % more time (fifteenth session)
     "d64_n256m32_r32_s21": TileConfig(64, 256, 32, 2, 1, False, 64, rows_per_warp=32),
 }
