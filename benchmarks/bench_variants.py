@@ -56,4 +56,8 @@ VARIANTS = {
     "d48_m64_kreg": TileConfig(48, 128, 64, 2, 2, False, 48, k_in_regs=True),
     # d64 with 256 keys per CTA (one CTA of 8 warps per SM instead of two of 4): 14-21 % more time (fifteenth session)
     "d64_n256m32_r32_s21": TileConfig(64, 256, 32, 2, 1, False, 64, rows_per_warp=32),
+    # the atomic set's tiles before bwd_main_lag (sixteenth session): K in registers, dQ in the step, two barriers
+    "d128_mid_barrier": TileConfig(128, 128, 32, 2, 1, False, 128, k_in_regs=True, diff_mask=True),
+    "d96_mid_barrier": TileConfig(96, 128, 32, 2, 1, False, 96, k_in_regs=True),
+    "d80_mid_barrier": TileConfig(80, 128, 64, 2, 2, False, 80, k_in_regs=True),
 }

@@ -27,7 +27,8 @@ the batch's valid range (rows past seq_len_q[b] / keys past seq_len_kv[b], colum
 zero-filled in shared memory, so padded keys get exact-zero dK/dV rows (the whole tile is stored) and padded rows
 add exact zeros to dQ. The walk is trimmed to the query tiles the band and the lengths let see the KV tile
 (mask.py), so a window-W backward costs O(S*W). Deterministic mode (and narrow bands) order the dQ adds (see
-ordering.dq_order_wait).
+ordering.dq_order_wait). The default mode's d80, d96 and d128 tiles run bwd_main_lag's step instead (dQ one step
+behind, one CTA barrier per step).
 
 Batch, heads, GQA group, sequence lengths (full and per batch), logical head dims, strides, the scale, the band
 bounds, the alignment and the feature flags are runtime values; the compiled code depends only on the dtype and
@@ -71,6 +72,7 @@ class BwdMainKernel:
         self.num_threads = tile.num_threads
         # (does dV, does dK + dQ) per walk over the query tiles
         self.passes = ((True, False), (False, True)) if tile.two_pass else ((True, True),)
+        self.v_in_regs = False  # each warp holds its V rows (dP^T's A operand) in registers (bwd_main_lag)
         self.smem_bytes = None  # filled at trace time: the bytes the kernel allocates
 
     # ------------------------------------------------------------------------------------------------ host side
@@ -214,7 +216,7 @@ class BwdMainKernel:
         """This CTA's batch lengths, mask, KV-side tiles, loaders and walk: the query tiles [m_begin, m_end) from
         the last down, each for every query head of the GQA group in head order (dK/dV sum over the group in
         registers, in a fixed order; see dq_order_wait for why the walk runs downwards)."""
-        ordered = True if self.ordered else (a.flags & FLAG_ORDERED_DQ) != 0
+        ordered = True if self.ordered else self._ordered_at_run_time(a.flags)
         n_block, head_kv, batch = kv_tile_of_block(a.flags)
         seqlen_q = batch_length(a.SeqQ, a.flags, FLAG_SEQ_Q, batch, a.Q.shape[2])
         seqlen_kv = batch_length(a.SeqKV, a.flags, FLAG_SEQ_KV, batch, a.K.shape[2])
@@ -228,6 +230,12 @@ class BwdMainKernel:
         walk = SimpleNamespace(m_first=m_end - 1, n_m=n_m, n_iter=n_m * a.group, head0=head_kv * a.group,
                                group=a.group, n_block=n_block, ordered=ordered)
         return mask, g, ld, walk
+
+    @cute.jit
+    def _ordered_at_run_time(self, flags):
+        """Whether an atomic set's problem orders dQ (never: the Launch sends ordered problems to the ordered set;
+        the path stays compiled, see __init__)."""
+        return (flags & FLAG_ORDERED_DQ) != 0
 
     @cute.jit
     def _gmem_views(self, mQ, mK, mV, mdK, mdV, batch, head_kv, n_block):
@@ -261,11 +269,13 @@ class BwdMainKernel:
         s.V, s.dSt, s.dS = st.sV.get_tensor(smem.V), sdSt, cu.transpose_view(sdSt, self.N, self.M)
         return s
 
-    def _q_side_smem(self, st, smem, vec_b):
-        """The tensors both kernels share: K, Q, dO (and their transposed views), LSE * log2(e) and delta (plain
-        and broadcast through ``vec_b`` onto the score tile)."""
+    def _q_side_smem(self, st, smem, vec_b, sdO=None):
+        """The tensors every main kernel shares: K, Q, dO (and their transposed views), LSE * log2(e) and delta
+        (plain and broadcast through ``vec_b`` onto the score tile). ``sdO``: dO's tensor where it is not the
+        storage's own sdO field (bwd_main_lag)."""
         t, N, M, D = self.tile, self.N, self.M, self.D
-        sQ, sdO, sK = st.sQ.get_tensor(smem.Q), st.sdO.get_tensor(smem.dO), st.sK.get_tensor(smem.K)
+        sQ, sK = st.sQ.get_tensor(smem.Q), st.sK.get_tensor(smem.K)
+        sdO = st.sdO.get_tensor(smem.dO) if sdO is None else sdO
         return SimpleNamespace(
             Q=sQ, dO=sdO, K=sK,
             LSE2=st.sLSE2.get_tensor(cute.make_layout((M, t.q_stages))),
@@ -325,7 +335,7 @@ class BwdMainKernel:
         rdO = thr_kv.make_fragment_B(thr_kv.partition_B(s.dO[None, None, 0]))
         rQt = thr_kv.make_fragment_B(thr_kv.partition_B(s.Qt[None, None, 0]))
         rdOt = thr_kv.make_fragment_B(thr_kv.partition_B(s.dOt[None, None, 0]))
-        rdS = thr_dq.make_fragment_A(thr_dq.partition_A(s.dS))
+        rdS = thr_dq.make_fragment_A(thr_dq.partition_A(cu.first_stage(s.dS)))
         kt_chunk = cute.local_tile(s.Kt, (self.tile.dq_chunk, self.N), (0, 0))
         rKt = thr_dq.make_fragment_B(thr_dq.partition_B(kt_chunk))
         cS = cute.make_identity_tensor((self.N, self.M))
@@ -473,7 +483,8 @@ class BwdMainKernel:
         if with_dp:
             accdP = cute.make_rmem_tensor(shape, Float32)
             accdP.fill(0.0)
-            gemms += ((accdP, mm.cA, mm.sV, mm.rV, mm.rV_v, mm.cB, mm.sdO[None, None, None, do_stage], mm.rdO,
+            copy_v = None if self.v_in_regs else mm.cA  # (None: V's fragments were loaded for the walk)
+            gemms += ((accdP, copy_v, mm.sV, mm.rV, mm.rV_v, mm.cB, mm.sdO[None, None, None, do_stage], mm.rdO,
                        mm.rdO_v),)
         cu.gemm_ss_interleaved(mm.kv, gemms)
         return accS, accdP
@@ -502,7 +513,7 @@ class BwdMainKernel:
         KV-tile order, and on a dq_direct tile its first visitor stores and its last writes dQ (see
         dq_order_wait)."""
         chunk = self.tile.dq_chunk
-        gdQacc = cute.local_tile(ld.qdQacc[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
+        gdQacc = self._dq_acc_tile(ld, head, m_block)
         dq_bh = ld.qdQ[ld.batch, head, None, None]
         gdQ = cute.local_tile(dq_bh, (self.M, self.D), (m_block, 0))
         cdQ = cute.local_tile(cute.make_identity_tensor(dq_bh.shape), (self.M, self.D), (m_block, 0))
@@ -513,10 +524,7 @@ class BwdMainKernel:
         if cutlass.const_expr(self.ordered):  # issued before the GEMM that hides its latency
             seen = dq_order_peek(sem_row, sem_index, rank)
         for c in cutlass.range_constexpr(self.D // chunk):
-            accdQ = cute.make_rmem_tensor(mm.thr_dq.partition_shape_C((self.M, chunk)), Float32)
-            accdQ.fill(0.0)
-            kt = mm.cBq.partition_S(cute.local_tile(mm.sKt, (chunk, self.N), (c, 0)))
-            cu.gemm_ss(mm.dq, accdQ, mm.cAq, mm.sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
+            accdQ = self._dq_chunk_gemm(mm, mm.sdS, c)
             if cutlass.const_expr(c == 0):  # the first GEMM overlaps the wait
                 dq_order_wait(sem_row, sem_index, rank, walk.ordered, seen)
             gdq = mm.thr_dq.partition_C(cute.local_tile(gdQacc, (self.M, chunk), (0, c)))
@@ -537,6 +545,21 @@ class BwdMainKernel:
                     cu.red_add_acc(gdq, accdQ)
             else:
                 cu.red_add_acc(gdq, accdQ)
+
+    @cute.jit
+    def _dq_acc_tile(self, ld, head, m_block):
+        """The fp32 dQ accumulator's (M, D) tile of query tile ``m_block`` of ``head`` (this batch)."""
+        return cute.local_tile(ld.qdQacc[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
+
+    @cute.jit
+    def _dq_chunk_gemm(self, mm, sdS, c: cutlass.Constexpr):
+        """Chunk ``c`` of the step's dQ = dS . K (fp32 registers), dS read through ``sdS`` (mm.cAq's partition)."""
+        chunk = self.tile.dq_chunk
+        accdQ = cute.make_rmem_tensor(mm.thr_dq.partition_shape_C((self.M, chunk)), Float32)
+        accdQ.fill(0.0)
+        kt = mm.cBq.partition_S(cute.local_tile(mm.sKt, (chunk, self.N), (c, 0)))
+        cu.gemm_ss(mm.dq, accdQ, mm.cAq, sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
+        return accdQ
 
     @cute.jit
     def _dq_release_prev(self, ld, walk, it, head, m_block):

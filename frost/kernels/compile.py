@@ -44,7 +44,8 @@ def tile_key(t: TileConfig) -> str:
     """Every field of a tile config, compactly (the code generated depends on all of them)."""
     return (f"d{t.head_dim_pad}v{t.dv_pad}:n{t.n_block}m{t.m_block}:s{t.q_stages}{t.do_stages}"
             f":p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}:g{int(t.warp_grid)}"
-            f":k{int(t.k_in_regs)}:q{int(t.dq_direct)}:m{int(t.diff_mask)}:t{int(t.release_at_top)}")
+            f":k{int(t.k_in_regs)}:q{int(t.dq_direct)}:m{int(t.diff_mask)}:t{int(t.release_at_top)}"
+            f":l{int(t.dq_lag)}")
 
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)
@@ -80,6 +81,7 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
 
     from frost.kernels.bwd_main import BwdMainKernel
     from frost.kernels.bwd_main_grid import BwdMainGridKernel
+    from frost.kernels.bwd_main_lag import BwdMainLagKernel
     from frost.kernels.chain import BackwardChain
     from frost.kernels.dq_convert import DqConvertKernel
     from frost.kernels.mask import main_writes_dq
@@ -98,7 +100,8 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
         return make_ptr(t, align, cute.AddressSpace.gmem, assumed_align=align)
 
     tile = tile or key.tile
-    main_k = (BwdMainGridKernel if tile.warp_grid else BwdMainKernel)(dt, tile, arch_config(key.arch), key.ordered)
+    main_cls = BwdMainGridKernel if tile.warp_grid else BwdMainLagKernel if tile.dq_lag else BwdMainKernel
+    main_k = main_cls(dt, tile, arch_config(key.arch), key.ordered)
     writes_dq = main_writes_dq(tile.dq_direct, key.ordered)
     chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad, writes_dq), main_k,
                           DqConvertKernel(dt, key.head_dim_pad, writes_dq), writes_dq)

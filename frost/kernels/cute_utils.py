@@ -33,6 +33,12 @@ def transpose_view(t: cute.Tensor, rows: int, cols: int, stages: int | None = No
     return cute.composition(t, cute.make_layout((cols, rows, stages), stride=(rows, 1, rows * cols)))
 
 
+def first_stage(t: cute.Tensor) -> cute.Tensor:
+    """A (rows, cols[, stages]) shared-memory tensor's first stage (the tensor itself when it has no stage
+    mode): what a register fragment for it is shaped from."""
+    return t[None, None, 0] if cute.rank(t.layout) == 3 else t
+
+
 def ldsm_operands(table: dict) -> dict:
     """name -> (tiled ldmatrix copy, register fragment, shared-memory tensor) gives rX (the fragment), rX_v (its
     view for the copy) and sX (the copy's partition of the tensor): what gemm_ss / gemm_rs / gemm_sr take."""

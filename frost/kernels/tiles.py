@@ -40,7 +40,11 @@ double-buffered, 0.75x/0.88x -> 0.79x/0.92x (n128 m32 with dO double-buffered to
 and 48 (Stable Diffusion 1.x's first-level heads are 40) pad to 48 instead of 64, on the d64 tile's shape (n128
 m32, 32 key rows per warp, two 45.5 KB CTAs per SM) double-buffered: at d48 2.485/1.310 ms on the d64 tile ->
 1.979/1.055 ms (1.26x/1.24x; single-buffered 2.011/1.080 ms; the d80 shape n128 m64 with K in registers
-2.419/1.290 ms)."""
+2.419/1.290 ms).
+Sixteenth session: the default mode's d80, d96 and d128 tiles take the lagged dQ (dq_lag, bwd_main_lag: one CTA
+barrier per step, V in registers instead of K, dO double-buffered). B4 H16 S4096 bf16, ms non-causal/causal: d80
+3.700/1.963 -> 3.322/1.776, d96 4.587/2.450 -> 4.234/2.221, d128 5.991/3.140 -> 5.765/3.010 (bench_variants'
+*_mid_barrier are the tiles before). Their ordered sets keep the two-barrier step (_ORDERED_CHANGES)."""
 
 from __future__ import annotations
 
@@ -83,6 +87,10 @@ class TileConfig:
     # measured faster: also d32, d48, d96 (MHA B2 H16 S4096 causal deterministic: 1.170x -> 1.086x, 1.143x ->
     # 1.117x, 1.197x -> 1.073x the default mode), not d80 (0.993x -> 1.032x) or d160 (1.302x -> 1.287x)
     release_at_top: bool = False
+    # rows kernel, atomic dQ only (bwd_main_lag): the dQ GEMM of a step runs at the end of the next one, from the
+    # other of two dS^T buffers, so a step needs one CTA barrier instead of two; V lives in registers for the walk
+    # and its shared memory holds the two dO and the two dS^T buffers
+    dq_lag: bool = False
 
     @property
     def dv_pad(self) -> int:
@@ -132,6 +140,9 @@ class TileConfig:
         if self.warp_grid:  # V moves to registers; P and dS then share its buffer
             bufs[1] = max(bufs[1], 2 * bufs[4])
             bufs.pop()
+        if self.dq_lag:  # V moves to registers; dO's stages and two dS^T buffers then share its buffer
+            bufs[1] = max(bufs[1], bufs[3] + 2 * bufs[4])
+            del bufs[3:]
         vecs = [self.m_block * 4 * self.q_stages] * 2              # LSE * log2(e), delta
         return sum(-(-b // 1024) * 1024 for b in bufs) + sum(-(-b // 128) * 128 for b in vecs)
 
@@ -147,6 +158,8 @@ class TileConfig:
             assert self.dv_pad == d, "the rows kernel pads V to the Q/K head dim"
         assert not (self.k_in_regs and self.warp_grid), "the grid kernel reads K from shared memory"
         assert not (self.release_at_top and self.warp_grid), "the grid kernel releases after its mid-step barrier"
+        assert not self.dq_lag or (not self.warp_grid and not self.two_pass and not self.k_in_regs
+                                   and self.q_stages == self.do_stages == 2), "dq_lag: one pass, V in registers"
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (self.dq_col_step * wd) == 0
@@ -164,11 +177,11 @@ _TABLE = {
     64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
                    rows_per_warp=32),
     80: TileConfig(80, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=80,
-                   k_in_regs=True),
-    96: TileConfig(96, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=96,
-                   k_in_regs=True),
-    128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=128,
-                    k_in_regs=True, diff_mask=True),
+                   dq_lag=True),
+    96: TileConfig(96, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=96,
+                   dq_lag=True),
+    128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=128,
+                    diff_mask=True, dq_lag=True),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
                     warp_grid=True, dq_direct=False),
@@ -178,6 +191,9 @@ _TABLE = {
 }
 
 
+# The ordered set's d80, d96 and d128 tiles are the bwd_main step the atomic set served until the sixteenth session
+# (K in registers, dQ in the step, two barriers): a lagged dQ add would hold every rank's release a step longer.
+_MID_BARRIER = {"dq_lag": False, "k_in_regs": True}
 # The set compiled for ordered dQ (deterministic mode, narrow bands) takes these changes to the pad's tile where
 # they measured faster there; the atomic set keeps the table's.
 # - release_at_top (see TileConfig): d32, d48, d96, d128, d224 (MHA B2 H16 S4096 causal deterministic 1.232x ->
@@ -191,8 +207,9 @@ _TABLE = {
 _ORDERED_CHANGES = {
     32: {"release_at_top": True},
     48: {"release_at_top": True},
-    96: {"release_at_top": True},
-    128: {"release_at_top": True},
+    80: _MID_BARRIER,
+    96: {**_MID_BARRIER, "do_stages": 1, "release_at_top": True},
+    128: {**_MID_BARRIER, "do_stages": 1, "release_at_top": True},
     160: {"dq_chunk": 160, "do_stages": 2},
     224: {"release_at_top": True},
 }

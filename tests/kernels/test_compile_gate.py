@@ -75,6 +75,7 @@ def _build(item, outdir):
 
 
 KERNEL_NAMES = {"PreprocessKernel": "preprocess", "BwdMainKernel": "main", "BwdMainGridKernel": "main",
+                "BwdMainLagKernel": "main",
                 "DqConvertKernel": "dq_convert"}
 
 

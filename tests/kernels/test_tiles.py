@@ -92,7 +92,23 @@ def test_the_ordered_set_compiles_its_own_changes_to_a_tile():
     assert tile_key(atomic) != tile_key(ordered) and {atomic, ordered} <= set(all_tiles())
     assert KernelKey("bfloat16", 64, "sm_120a", 0, True).tile == KernelKey("bfloat16", 64, "sm_120a").tile
     assert [KernelKey("bfloat16", 128, "sm_120a", 0, o).tile.release_at_top for o in (False, True)] == [False, True]
+    for d in (80, 96, 128):  # the lagged dQ (bwd_main_lag) in the atomic set only: ordered adds follow semaphores
+        lag, mid = (KernelKey("bfloat16", d, "sm_120a", 0, o).tile for o in (False, True))
+        assert (lag.dq_lag, lag.k_in_regs, mid.dq_lag, mid.k_in_regs) == (True, False, False, True), d
     narrow = KernelKey("bfloat16", 192, "sm_120a", 128, True).tile
     assert narrow == KernelKey("bfloat16", 192, "sm_120a", 128).tile and narrow.dv_pad == 128
     for t in (atomic, ordered):
         t.check()
+
+
+def test_a_lagged_dq_tile_needs_v_in_registers_and_both_operands_double_buffered():
+    """bwd_main_lag keeps V in registers (K stays in shared memory) and refills nothing mid-step, so its tile must
+    not ask for K in registers, a single buffer or a second pass; its shared memory counts dO and dS^T in V's."""
+    from frost.kernels.tiles import TileConfig
+
+    lag = TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True)
+    lag.check()
+    assert lag.smem_bytes() == 2 * 128 * 128 * 2 + 2 * 32 * 128 * 2 + 2 * 2 * 32 * 4  # K, V (dO, dS^T), Q; vectors
+    for bad in ({"do_stages": 1}, {"k_in_regs": True}, {"two_pass": True}):
+        with pytest.raises(AssertionError, match="dq_lag"):
+            dataclasses.replace(lag, **bad).check()
