@@ -60,4 +60,8 @@ VARIANTS = {
     "d128_mid_barrier": TileConfig(128, 128, 32, 2, 1, False, 128, k_in_regs=True, diff_mask=True),
     "d96_mid_barrier": TileConfig(96, 128, 32, 2, 1, False, 96, k_in_regs=True),
     "d80_mid_barrier": TileConfig(80, 128, 64, 2, 2, False, 80, k_in_regs=True),
+    # the lagged dQ on the 32-row, two-CTA tiles: no spills (bf16, sm_90a and sm_120a), not timed yet; d64 and d160
+    # spill with it (40-96 and 8-24 bytes)
+    "d48_lag": TileConfig(48, 128, 32, 2, 2, False, 48, rows_per_warp=32, dq_lag=True),
+    "d32_lag": TileConfig(32, 128, 32, 2, 2, False, 32, rows_per_warp=32, dq_lag=True),
 }
