@@ -10,9 +10,9 @@ V's shared memory then holds dO's two stages and the two dS^T buffers (at d128: 
 registers (one more barrier per walk). On the H200 (B4 H16 S4096 bf16, same process, sixteenth session) the
 backward is 4 % faster than on bwd_main's step at d128, 8-9 % at d96 and 10 % at d80, with bitwise-equal dK and dV.
 
-Atomic dQ only: the ordered set (deterministic mode, narrow bands) keeps bwd_main's step, whose dQ adds follow
-its semaphores' order (tiles.tile_for_order drops the flag there). Everything else (walk order, masks, padding,
-loads, the epilogue) is bwd_main's."""
+Atomic dQ only: the ordered set (deterministic mode, narrow bands) keeps bwd_main's step (tiles.tile_for_order
+drops the flag there); an ordered lagged step is on a branch, not yet run on a GPU (docs/performance.md).
+Everything else (walk order, masks, padding, loads, the epilogue) is bwd_main's."""
 
 from types import SimpleNamespace
 

@@ -192,7 +192,8 @@ _TABLE = {
 
 
 # The ordered set's d80, d96 and d128 tiles are the bwd_main step the atomic set served until the sixteenth session
-# (K in registers, dQ in the step, two barriers): a lagged dQ add would hold every rank's release a step longer.
+# (K in registers, dQ in the step, two barriers): the lagged step's ordered path (branch next/ordered-lag) has not
+# run on a GPU, and at d128 it spills on sm_120a.
 _MID_BARRIER = {"dq_lag": False, "k_in_regs": True}
 # The set compiled for ordered dQ (deterministic mode, narrow bands) takes these changes to the pad's tile where
 # they measured faster there; the atomic set keeps the table's.

@@ -92,7 +92,7 @@ def test_the_ordered_set_compiles_its_own_changes_to_a_tile():
     assert tile_key(atomic) != tile_key(ordered) and {atomic, ordered} <= set(all_tiles())
     assert KernelKey("bfloat16", 64, "sm_120a", 0, True).tile == KernelKey("bfloat16", 64, "sm_120a").tile
     assert [KernelKey("bfloat16", 128, "sm_120a", 0, o).tile.release_at_top for o in (False, True)] == [False, True]
-    for d in (80, 96, 128):  # the lagged dQ (bwd_main_lag) in the atomic set only: ordered adds follow semaphores
+    for d in (80, 96, 128):  # the lagged dQ (bwd_main_lag) in the atomic set only; the ordered set keeps the old step
         lag, mid = (KernelKey("bfloat16", d, "sm_120a", 0, o).tile for o in (False, True))
         assert (lag.dq_lag, lag.k_in_regs, mid.dq_lag, mid.k_in_regs) == (True, False, False, True), d
     narrow = KernelKey("bfloat16", 192, "sm_120a", 128, True).tile
