@@ -60,8 +60,11 @@ VARIANTS = {
     "d128_mid_barrier": TileConfig(128, 128, 32, 2, 1, False, 128, k_in_regs=True, diff_mask=True),
     "d96_mid_barrier": TileConfig(96, 128, 32, 2, 1, False, 96, k_in_regs=True),
     "d80_mid_barrier": TileConfig(80, 128, 64, 2, 2, False, 80, k_in_regs=True),
-    # the lagged dQ on the 32-row, two-CTA tiles: no spills (bf16, sm_90a and sm_120a), not timed yet; d64 and d160
-    # spill with it (40-96 and 8-24 bytes)
+    # d128's lagged step with its CTA barrier (bwd_main_lag), served in the sixteenth session before bwd_main_pipe
+    "d128_lag_barrier": TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True, diff_mask=True),
+    # the lagged dQ on the 32-row, two-CTA tiles: no spills (bf16, sm_90a and sm_120a) but slower than the served
+    # tiles (B4 H16 S4096, seventeenth session: d48 +1.4 % / +2.2 %, d32 +35 % / +29 % non-causal / causal); d64 and
+    # d160 spill with it (40-96 and 8-24 bytes)
     "d48_lag": TileConfig(48, 128, 32, 2, 2, False, 48, rows_per_warp=32, dq_lag=True),
     "d32_lag": TileConfig(32, 128, 32, 2, 2, False, 32, rows_per_warp=32, dq_lag=True),
 }

@@ -58,7 +58,7 @@ class KernelConfig:
     arch: str                  # "sm_120a" | "sm_121a" | "sm_90a"
     head_dim_pad: int          # Q/K padded to this in shared memory (filled by choose_config)
     tile: TileConfig           # main-kernel tile config (filled by choose_config; its dv_pad is V's width; the
-    #                            ordered set compiles tiles.tile_for_order of it: kernel_key.tile)
+    #                            ordered set and some targets compile tiles.tile_for_target of it: kernel_key.tile)
     ordered: bool = False      # dQ added in KV-tile order (launch.orders_dq; filled by choose_config)
 
     @property

@@ -27,8 +27,8 @@ the batch's valid range (rows past seq_len_q[b] / keys past seq_len_kv[b], colum
 zero-filled in shared memory, so padded keys get exact-zero dK/dV rows (the whole tile is stored) and padded rows
 add exact zeros to dQ. The walk is trimmed to the query tiles the band and the lengths let see the KV tile
 (mask.py), so a window-W backward costs O(S*W). Deterministic mode (and narrow bands) order the dQ adds (see
-ordering.dq_order_wait). The default mode's d80, d96 and d128 tiles run bwd_main_lag's step instead (dQ one step
-behind, one CTA barrier per step).
+ordering.dq_order_wait). The d80 and d96 tiles (both sets) and d128's default mode run bwd_main_lag's step
+instead (dQ one step behind, one CTA barrier per step; at d128 the barrier is per-stage mbarriers: bwd_main_pipe).
 
 Batch, heads, GQA group, sequence lengths (full and per batch), logical head dims, strides, the scale, the band
 bounds, the alignment and the feature flags are runtime values; the compiled code depends only on the dtype and
@@ -508,11 +508,12 @@ class BwdMainKernel:
         return cu.convert(accdP, self.dtype)
 
     @cute.jit
-    def _dq_step(self, mm, ld, mask, walk, it, head, m_block):
-        """dQ[tile] += dS . K, in head-dim chunks, red.global.add into the fp32 accumulator; ordered dQ adds in
-        KV-tile order, and on a dq_direct tile its first visitor stores and its last writes dQ (see
-        dq_order_wait)."""
+    def _dq_step(self, mm, ld, mask, walk, it, head, m_block, sdS=None):
+        """dQ[tile] += dS . K of step ``it``, in head-dim chunks, red.global.add into the fp32 accumulator; ordered
+        dQ adds in KV-tile order, and on a dq_direct tile its first visitor stores and its last writes dQ (see
+        dq_order_wait). ``sdS``: dS's ldmatrix partition where it is not mm.sdS (bwd_main_lag's two buffers)."""
         chunk = self.tile.dq_chunk
+        sdS = mm.sdS if sdS is None else sdS
         gdQacc = self._dq_acc_tile(ld, head, m_block)
         dq_bh = ld.qdQ[ld.batch, head, None, None]
         gdQ = cute.local_tile(dq_bh, (self.M, self.D), (m_block, 0))
@@ -524,9 +525,11 @@ class BwdMainKernel:
         if cutlass.const_expr(self.ordered):  # issued before the GEMM that hides its latency
             seen = dq_order_peek(sem_row, sem_index, rank)
         for c in cutlass.range_constexpr(self.D // chunk):
-            accdQ = self._dq_chunk_gemm(mm, mm.sdS, c)
+            accdQ = self._dq_chunk_gemm(mm, sdS, c)
             if cutlass.const_expr(c == 0):  # the first GEMM overlaps the wait
                 dq_order_wait(sem_row, sem_index, rank, walk.ordered, seen)
+            if cutlass.const_expr(c == self.D // chunk - 1):
+                self._after_ds_reads(walk, it)
             gdq = mm.thr_dq.partition_C(cute.local_tile(gdQacc, (self.M, chunk), (0, c)))
             if cutlass.const_expr(self.tile.dq_direct):
                 # (partitions made outside the runtime branches: made inside, they escape through the ThrMMA)
@@ -545,6 +548,9 @@ class BwdMainKernel:
                     cu.red_add_acc(gdq, accdQ)
             else:
                 cu.red_add_acc(gdq, accdQ)
+
+    def _after_ds_reads(self, walk, it):
+        """Hook: step ``it``'s last read of dS is issued (bwd_main_pipe arrives on the buffer's mbarrier)."""
 
     @cute.jit
     def _dq_acc_tile(self, ld, head, m_block):
@@ -592,14 +598,17 @@ class BwdMainKernel:
             cu.store_acc(cu.convert(acc.dK, self.dtype), mm.thr_acc.partition_C(g.gdK), coords, seqlen_kv, hd)
 
 
-def smem_storage(dtype, tiles: dict, vec_len: int):
+def smem_storage(dtype, tiles: dict, vec_len: int, mbarriers: int = 0):
     """The kernel's shared-memory struct: the io-dtype tiles (name -> elements, 1024-byte aligned for the
-    swizzle) in order, then the fp32 row vectors sLSE2 and sDelta (``vec_len`` each, 128-byte aligned)."""
+    swizzle) in order, then the fp32 row vectors sLSE2 and sDelta (``vec_len`` each, 128-byte aligned), then
+    ``mbarriers`` mbarrier words ("mbar") where asked for."""
     def buf(dt, n, align=1024):
         return cute.struct.Align[cute.struct.MemRange[dt, n], align]
 
     fields = {name: buf(dtype, n) for name, n in tiles.items()}
     fields.update(sLSE2=buf(Float32, vec_len, 128), sDelta=buf(Float32, vec_len, 128))
+    if mbarriers:
+        fields.update(mbar=buf(cutlass.Int64, mbarriers, 8))
     return cute.struct(type("Storage", (), {"__annotations__": fields}))
 
 

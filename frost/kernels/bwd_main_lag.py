@@ -10,9 +10,16 @@ V's shared memory then holds dO's two stages and the two dS^T buffers (at d128: 
 registers (one more barrier per walk). On the H200 (B4 H16 S4096 bf16, same process, sixteenth session) the
 backward is 4 % faster than on bwd_main's step at d128, 8-9 % at d96 and 10 % at d80, with bitwise-equal dK and dV.
 
-Atomic dQ only: the ordered set (deterministic mode, narrow bands) keeps bwd_main's step (tiles.tile_for_order
-drops the flag there); an ordered lagged step is on a branch, not yet run on a GPU (docs/performance.md).
-Everything else (walk order, masks, padding, loads, the epilogue) is bwd_main's."""
+The ordered set (deterministic mode, narrow bands) takes the same step at d80 and d96: the lagged adds of step i
+follow its semaphores' order like bwd_main's (dQ is bitwise equal to bwd_main's ordered set), and step i's release
+is issued after the top barrier of trip i + 2 (where every warp's adds of step i are behind the barrier), before
+that trip's own wait, so no CTA waits while it holds a release. Deterministic mode, MHA B2 H16 S4096 causal on the
+H200 (seventeenth session): 1.100x -> 1.028x the default mode at d80, 1.165x -> 1.131x at d96; a 128-token window
+with a sink measured 1-2 % slower than on bwd_main's step. At d128 the ordered lagged step spills on sm_120a
+(8-40 bytes), so that set keeps bwd_main's step (tiles._MID_BARRIER).
+
+The trip's synchronisation points are hooks (_trip_sync, _before_loads, ...): one CTA barrier here, per-stage
+mbarriers in bwd_main_pipe. Everything else (walk order, masks, padding, loads, the epilogue) is bwd_main's."""
 
 from types import SimpleNamespace
 
@@ -21,13 +28,16 @@ import cutlass.cute as cute
 
 from frost.kernels import cute_utils as cu
 from frost.kernels.bwd_main import BwdMainKernel, smem_storage
+from frost.kernels.ordering import dq_order_release
+from frost.kernels.preprocess import SEM_ROWS
 
 
 class BwdMainLagKernel(BwdMainKernel):
     def __init__(self, dtype, tile, arch, ordered: bool = False):
-        assert tile.dq_lag and not ordered, (tile, ordered)
+        assert tile.dq_lag, tile
         super().__init__(dtype, tile, arch, ordered)
         self.v_in_regs = True
+        self.mbarriers = 0  # (bwd_main_pipe: its per-stage mbarriers)
 
     # ------------------------------------------------------------------------------------------------ layouts
     def _smem_layouts(self):
@@ -40,7 +50,7 @@ class BwdMainLagKernel(BwdMainKernel):
         # V until it is in registers, then dO's stages and the dS^T buffers ("sVX")
         vx = max(cute.cosize(smem.V), cute.cosize(smem.dO) + cute.cosize(smem.dSt))
         return smem_storage(self.dtype, {"sK": cute.cosize(smem.K), "sVX": vx, "sQ": cute.cosize(smem.Q)},
-                            self.M * 2)
+                            self.M * 2, self.mbarriers)
 
     @cute.jit
     def _smem_tensors(self, smem: cutlass.Constexpr, storage_cls: cutlass.Constexpr):
@@ -50,10 +60,13 @@ class BwdMainLagKernel(BwdMainKernel):
         sdSt = cute.make_tensor(sdO.iterator + cute.cosize(smem.dO), smem.dSt)  # (1024-byte aligned: 16 KB in)
         s = self._q_side_smem(st, smem, cute.make_layout((N, M, 2), stride=(0, 1, M)), sdO=sdO)
         s.V, s.dSt, s.dS = st.sVX.get_tensor(smem.V), sdSt, cu.transpose_view(sdSt, N, M, 2)
+        if cutlass.const_expr(self.mbarriers):
+            s.mbar = st.mbar.data_ptr()
         return s
 
     @cute.jit
     def _ordered_at_run_time(self, flags):
+        """(the atomic set never orders: the ordered set is compiled as such)"""
         return False
 
     # ------------------------------------------------------------------------------------------------ the walk
@@ -70,6 +83,7 @@ class BwdMainLagKernel(BwdMainKernel):
     def _walk(self, ld, mm, mask, acc, walk, scale_log2, do_dv: cutlass.Constexpr, do_dk: cutlass.Constexpr):
         """V into registers, the first dO into V's buffer, then the steps and one more trip for the last step's
         dQ."""
+        self._init_sync(walk)
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
         cute.copy(mm.cA, mm.sV, mm.rV_v)
@@ -77,6 +91,7 @@ class BwdMainLagKernel(BwdMainKernel):
         if walk.n_iter > 0:
             self._load_do(ld, walk.head0, walk.m_first, 0)
         cute.arch.cp_async_commit_group()
+        self._after_loads(walk, -1)
         for it in cutlass.range(0, walk.n_iter + 1, 1):  # (the last trip only adds the last step's dQ)
             self._lag_step(ld, mm, mask, acc, walk, it, scale_log2)
 
@@ -84,38 +99,61 @@ class BwdMainLagKernel(BwdMainKernel):
     def _lag_step(self, ld, mm, mask, acc, walk, it, scale_log2):
         """Step ``it``, then the previous step's dQ."""
         stage = it % 2
-        cute.arch.cp_async_wait_group(0)
-        cute.arch.sync_threads()  # this step's Q and dO landed; every warp is done with the step before
+        self._trip_sync(walk, it)
+        if cutlass.const_expr(self.ordered):  # every warp's adds of step it - 2 (trip it - 1) are behind the barrier
+            if it >= 2:
+                head_done, m_done = self._walk_pos(walk, it - 2)
+                dq_order_release(ld.qSem[ld.batch, head_done, None], m_done * (self.M // SEM_ROWS), True)
         if it < walk.n_iter:
             self._lag_gemms(ld, mm, mask, acc, walk, it, scale_log2, stage)
         if it > 0:  # (after the step's GEMMs: issued before them, right after the barrier, it measured 3-7 % slower)
             head_prev, m_prev = self._walk_pos(walk, it - 1)
-            self._dq_lagged(mm, ld, head_prev, m_prev, 1 - stage)
+            self._before_ds_reads(walk, it - 1)
+            self._dq_step(mm, ld, mask, walk, it - 1, head_prev, m_prev, mm.sdS[None, None, None, 1 - stage])
 
     @cute.jit
     def _lag_gemms(self, ld, mm, mask, acc, walk, it, scale_log2, stage):
         """Step ``it`` up to its dS^T: the next step's loads, S^T, P^T, dP^T, dV, dS^T, dK."""
         _, m_block = self._walk_pos(walk, it)
         next_pos = lambda: self._walk_pos(walk, it + 1)  # noqa: E731
+        self._before_loads(walk, it)
         self._load_next(ld, walk, it, next_pos, 1 - stage, 1 - stage, True, True, True)
+        self._after_loads(walk, it)
         accP, accdP = self._score_gemms(mm, stage, stage, True)
         self._probabilities(mm, mask, accP, m_block, walk.n_block, stage, scale_log2)
         rP = cu.convert(accP, self.dtype)
         cu.gemm_rs(mm.kv, acc.dV, cu.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, stage], mm.rdOt,
                    mm.rdOt_v)
         rdS = self._softmax_grad(mm, accP, accdP, stage)
+        self._before_ds_store(walk, it)
         cute.copy(mm.dS_store, mm.dS_store.retile(rdS), mm.sdSt_dst[None, None, None, stage])
+        self._after_ds_store(walk, it)
         self._dk_gemm(mm, acc, rdS, stage)
+        self._after_step_reads(walk, it)
 
+    # synchronisation points of a trip (here: one CTA barrier at its top; bwd_main_pipe: mbarriers)
     @cute.jit
-    def _dq_lagged(self, mm, ld, head, m_block, stage):
-        """dQ[tile] += dS . K from dS^T buffer ``stage``, red.global.add into the fp32 accumulator."""
-        chunk = self.tile.dq_chunk
-        gdQacc = self._dq_acc_tile(ld, head, m_block)
-        for c in cutlass.range_constexpr(self.D // chunk):
-            accdQ = self._dq_chunk_gemm(mm, mm.sdS[None, None, None, stage], c)
-            cu.red_add_acc(mm.thr_dq.partition_C(cute.local_tile(gdQacc, (self.M, chunk), (0, c))), accdQ)
+    def _trip_sync(self, walk, it):
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.sync_threads()  # this step's Q and dO landed; every warp is done with the step before
 
-    @cute.jit
-    def _dq_release_last(self, ld, walk):
-        """(atomic dQ: nothing to release)"""
+    def _init_sync(self, walk):
+        pass
+
+    def _before_loads(self, walk, it):
+        pass
+
+    def _after_loads(self, walk, it):
+        pass
+
+    def _before_ds_store(self, walk, it):
+        pass
+
+    def _after_ds_store(self, walk, it):
+        pass
+
+    def _after_step_reads(self, walk, it):
+        pass
+
+    def _before_ds_reads(self, walk, step):
+        pass

@@ -18,7 +18,7 @@ import threading
 from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
-from frost.kernels.tiles import TileConfig, tile_for_order, tile_for_pads
+from frost.kernels.tiles import TileConfig, tile_for_pads, tile_for_target
 
 DTYPES = ("float16", "bfloat16")
 
@@ -33,8 +33,9 @@ class KernelKey:
 
     @property
     def tile(self) -> TileConfig:
-        """The tile this set compiles with (the ordered set's may differ: tiles.tile_for_order)."""
-        return tile_for_order(tile_for_pads(self.head_dim_pad, self.head_dim_v_pad), self.ordered)
+        """The tile this set compiles with (the ordered set's and some targets' differ: tiles.tile_for_target)."""
+        return tile_for_target(tile_for_pads(self.head_dim_pad, self.head_dim_v_pad), self.ordered, self.arch,
+                               self.dtype)
 
     def as_str(self) -> str:
         return f"frost.bwd.v4:{self.arch}:{self.dtype}:{tile_key(self.tile)}:o{int(self.ordered)}"
@@ -45,7 +46,7 @@ def tile_key(t: TileConfig) -> str:
     return (f"d{t.head_dim_pad}v{t.dv_pad}:n{t.n_block}m{t.m_block}:s{t.q_stages}{t.do_stages}"
             f":p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}:g{int(t.warp_grid)}"
             f":k{int(t.k_in_regs)}:q{int(t.dq_direct)}:m{int(t.diff_mask)}:t{int(t.release_at_top)}"
-            f":l{int(t.dq_lag)}")
+            f":l{int(t.dq_lag)}{int(t.dq_lag_mbar)}")
 
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)
@@ -82,6 +83,7 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     from frost.kernels.bwd_main import BwdMainKernel
     from frost.kernels.bwd_main_grid import BwdMainGridKernel
     from frost.kernels.bwd_main_lag import BwdMainLagKernel
+    from frost.kernels.bwd_main_pipe import BwdMainPipeKernel
     from frost.kernels.chain import BackwardChain
     from frost.kernels.dq_convert import DqConvertKernel
     from frost.kernels.mask import main_writes_dq
@@ -100,7 +102,8 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
         return make_ptr(t, align, cute.AddressSpace.gmem, assumed_align=align)
 
     tile = tile or key.tile
-    main_cls = BwdMainGridKernel if tile.warp_grid else BwdMainLagKernel if tile.dq_lag else BwdMainKernel
+    main_cls = (BwdMainGridKernel if tile.warp_grid else BwdMainPipeKernel if tile.dq_lag_mbar
+                else BwdMainLagKernel if tile.dq_lag else BwdMainKernel)
     main_k = main_cls(dt, tile, arch_config(key.arch), key.ordered)
     writes_dq = main_writes_dq(tile.dq_direct, key.ordered)
     chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad, writes_dq), main_k,

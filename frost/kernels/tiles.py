@@ -44,7 +44,10 @@ m32, 32 key rows per warp, two 45.5 KB CTAs per SM) double-buffered: at d48 2.48
 Sixteenth session: the default mode's d80, d96 and d128 tiles take the lagged dQ (dq_lag, bwd_main_lag: one CTA
 barrier per step, V in registers instead of K, dO double-buffered). B4 H16 S4096 bf16, ms non-causal/causal: d80
 3.700/1.963 -> 3.322/1.776, d96 4.587/2.450 -> 4.234/2.221, d128 5.991/3.140 -> 5.765/3.010 (bench_variants'
-*_mid_barrier are the tiles before). Their ordered sets keep the two-barrier step (_ORDERED_CHANGES)."""
+*_mid_barrier are the tiles before). Seventeenth session: d128's default mode waits on per-stage mbarriers instead of
+the barrier (dq_lag_mbar, bwd_main_pipe): 5.737/3.037 -> 5.364/2.823 ms (bench_variants' d128_lag_barrier is the
+tile before); the ordered sets at d80 and d96 take the lagged step too (deterministic mode 1.10x -> 1.03x and 1.17x
+-> 1.13x the default mode), d128's keeps the two-barrier step (_ORDERED_CHANGES)."""
 
 from __future__ import annotations
 
@@ -87,10 +90,13 @@ class TileConfig:
     # measured faster: also d32, d48, d96 (MHA B2 H16 S4096 causal deterministic: 1.170x -> 1.086x, 1.143x ->
     # 1.117x, 1.197x -> 1.073x the default mode), not d80 (0.993x -> 1.032x) or d160 (1.302x -> 1.287x)
     release_at_top: bool = False
-    # rows kernel, atomic dQ only (bwd_main_lag): the dQ GEMM of a step runs at the end of the next one, from the
-    # other of two dS^T buffers, so a step needs one CTA barrier instead of two; V lives in registers for the walk
-    # and its shared memory holds the two dO and the two dS^T buffers
+    # rows kernel (bwd_main_lag): the dQ GEMM of a step runs at the end of the next one, from the other of two dS^T
+    # buffers, so a step needs one CTA barrier instead of two; V lives in registers for the walk and its shared
+    # memory holds the two dO and the two dS^T buffers
     dq_lag: bool = False
+    # atomic dQ only (bwd_main_pipe): the lagged step's one CTA barrier as per-stage mbarriers, so warps need not
+    # meet every step
+    dq_lag_mbar: bool = False
 
     @property
     def dv_pad(self) -> int:
@@ -144,7 +150,8 @@ class TileConfig:
             bufs[1] = max(bufs[1], bufs[3] + 2 * bufs[4])
             del bufs[3:]
         vecs = [self.m_block * 4 * self.q_stages] * 2              # LSE * log2(e), delta
-        return sum(-(-b // 1024) * 1024 for b in bufs) + sum(-(-b // 128) * 128 for b in vecs)
+        mbarriers = 8 * 8 if self.dq_lag_mbar else 0                # bwd_main_pipe's
+        return sum(-(-b // 1024) * 1024 for b in bufs) + sum(-(-b // 128) * 128 for b in vecs) + mbarriers
 
     def check(self) -> None:
         d, (wm, wd) = self.head_dim_pad, self.dq_warps
@@ -160,6 +167,7 @@ class TileConfig:
         assert not (self.release_at_top and self.warp_grid), "the grid kernel releases after its mid-step barrier"
         assert not self.dq_lag or (not self.warp_grid and not self.two_pass and not self.k_in_regs
                                    and self.q_stages == self.do_stages == 2), "dq_lag: one pass, V in registers"
+        assert self.dq_lag or not self.dq_lag_mbar, "dq_lag_mbar pipelines the lagged step"
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (self.dq_col_step * wd) == 0
@@ -181,7 +189,7 @@ _TABLE = {
     96: TileConfig(96, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=96,
                    dq_lag=True),
     128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=128,
-                    diff_mask=True, dq_lag=True),
+                    diff_mask=True, dq_lag=True, dq_lag_mbar=True),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
                     warp_grid=True, dq_direct=False),
@@ -191,10 +199,10 @@ _TABLE = {
 }
 
 
-# The ordered set's d80, d96 and d128 tiles are the bwd_main step the atomic set served until the sixteenth session
-# (K in registers, dQ in the step, two barriers): the lagged step's ordered path (branch next/ordered-lag) has not
-# run on a GPU, and at d128 it spills on sm_120a.
-_MID_BARRIER = {"dq_lag": False, "k_in_regs": True}
+# The ordered set's d128 tile is the bwd_main step the atomic set served until the sixteenth session (K in
+# registers, dQ in the step, two barriers): the lagged step's ordered path spills there on sm_120a (8-40 bytes), and
+# bwd_main_pipe is atomic only. d80 and d96 take the lagged step in the ordered set too (seventeenth session).
+_MID_BARRIER = {"dq_lag": False, "dq_lag_mbar": False, "k_in_regs": True}
 # The set compiled for ordered dQ (deterministic mode, narrow bands) takes these changes to the pad's tile where
 # they measured faster there; the atomic set keeps the table's.
 # - release_at_top (see TileConfig): d32, d48, d96, d128, d224 (MHA B2 H16 S4096 causal deterministic 1.232x ->
@@ -208,8 +216,6 @@ _MID_BARRIER = {"dq_lag": False, "k_in_regs": True}
 _ORDERED_CHANGES = {
     32: {"release_at_top": True},
     48: {"release_at_top": True},
-    80: _MID_BARRIER,
-    96: {**_MID_BARRIER, "do_stages": 1, "release_at_top": True},
     128: {**_MID_BARRIER, "do_stages": 1, "release_at_top": True},
     160: {"dq_chunk": 160, "do_stages": 2},
     224: {"release_at_top": True},
@@ -254,6 +260,20 @@ def tile_for_order(tile: TileConfig, ordered: bool) -> TileConfig:
     """The tile a kernel set compiles with: the ordered set's changes (_ORDERED_CHANGES) applied to its pad's
     table tile (not to the narrower-V tiles, which have none)."""
     changes = _ORDERED_CHANGES.get(tile.head_dim_pad) if ordered and not tile.head_dim_v_pad else None
+    return replace(tile, **changes) if changes else tile
+
+
+# A target whose compile of a served tile spills takes these changes (the compile gate allows no spills):
+# - d128 in fp16 on SM120: bwd_main_pipe's step spills 32 bytes there (in the loop, at 255 registers; bf16 and
+#   sm_90a do not), so that set keeps the lagged step's CTA barrier (bwd_main_lag).
+_TARGET_CHANGES = {(arch, "float16", 128): {"dq_lag_mbar": False} for arch in ("sm_120a", "sm_121a")}
+
+
+def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str) -> TileConfig:
+    """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_order, then the target's changes
+    (_TARGET_CHANGES) where its tile is the pad's table tile."""
+    tile = tile_for_order(tile, ordered)
+    changes = _TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad)) if not tile.head_dim_v_pad else None
     return replace(tile, **changes) if changes else tile
 
 

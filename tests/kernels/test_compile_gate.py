@@ -75,7 +75,7 @@ def _build(item, outdir):
 
 
 KERNEL_NAMES = {"PreprocessKernel": "preprocess", "BwdMainKernel": "main", "BwdMainGridKernel": "main",
-                "BwdMainLagKernel": "main",
+                "BwdMainLagKernel": "main", "BwdMainPipeKernel": "main",
                 "DqConvertKernel": "dq_convert"}
 
 

@@ -62,6 +62,8 @@ def test_sanitizer_case(alignment):
         check_case("bfloat16", d, d, True, alignment, (1, 2, 77, 100), seed=11)
         check_case("float16", d, d, True, alignment, (1, 1, 100, 77), seed=12)
     check_case("bfloat16", 192, 128, True, alignment, (1, 2, 77, 100), seed=13)  # grid kernel, narrower V tiles
+    # d128's mbarriers (bwd_main_pipe) over ten steps: each Q/dO stage and dS^T buffer refilled several times
+    check_case("bfloat16", 128, 128, False, alignment, (1, 1, 300, 130), seed=14)
 
 
 def test_cuda_graph_capture():

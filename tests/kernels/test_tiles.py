@@ -92,13 +92,30 @@ def test_the_ordered_set_compiles_its_own_changes_to_a_tile():
     assert tile_key(atomic) != tile_key(ordered) and {atomic, ordered} <= set(all_tiles())
     assert KernelKey("bfloat16", 64, "sm_120a", 0, True).tile == KernelKey("bfloat16", 64, "sm_120a").tile
     assert [KernelKey("bfloat16", 128, "sm_120a", 0, o).tile.release_at_top for o in (False, True)] == [False, True]
-    for d in (80, 96, 128):  # the lagged dQ (bwd_main_lag) in the atomic set only; the ordered set keeps the old step
-        lag, mid = (KernelKey("bfloat16", d, "sm_120a", 0, o).tile for o in (False, True))
-        assert (lag.dq_lag, lag.k_in_regs, mid.dq_lag, mid.k_in_regs) == (True, False, False, True), d
+    for d in (80, 96):  # the lagged dQ (bwd_main_lag) in both sets
+        assert all(KernelKey("bfloat16", d, "sm_120a", 0, o).tile.dq_lag for o in (False, True)), d
+    # d128: the pipelined lagged step (bwd_main_pipe) in the atomic set; the ordered set keeps the two-barrier step
+    pipe, mid = (KernelKey("bfloat16", 128, "sm_120a", 0, o).tile for o in (False, True))
+    assert (pipe.dq_lag, pipe.dq_lag_mbar, pipe.k_in_regs) == (True, True, False)
+    assert (mid.dq_lag, mid.dq_lag_mbar, mid.k_in_regs) == (False, False, True)
     narrow = KernelKey("bfloat16", 192, "sm_120a", 128, True).tile
     assert narrow == KernelKey("bfloat16", 192, "sm_120a", 128).tile and narrow.dv_pad == 128
     for t in (atomic, ordered):
         t.check()
+
+
+def test_a_target_that_spills_a_tile_compiles_its_own_changes():
+    """tiles._TARGET_CHANGES: d128 fp16 on SM120 keeps the lagged step's barrier (bwd_main_pipe spills there); the
+    same pad in bf16, or on sm_90a, and the ordered set are untouched, and the compile keys differ."""
+    from frost.kernels.compile import KernelKey
+
+    fp16_sm120 = KernelKey("float16", 128, "sm_120a").tile
+    assert fp16_sm120.dq_lag and not fp16_sm120.dq_lag_mbar
+    for dtype, arch in (("bfloat16", "sm_120a"), ("float16", "sm_90a")):
+        assert KernelKey(dtype, 128, arch).tile.dq_lag_mbar, (dtype, arch)
+    assert KernelKey("float16", 128, "sm_120a", 0, True).tile == KernelKey("float16", 128, "sm_90a", 0, True).tile
+    assert tile_key(fp16_sm120) != tile_key(KernelKey("float16", 128, "sm_90a").tile)
+    fp16_sm120.check()
 
 
 def test_a_lagged_dq_tile_needs_v_in_registers_and_both_operands_double_buffered():
@@ -112,3 +129,6 @@ def test_a_lagged_dq_tile_needs_v_in_registers_and_both_operands_double_buffered
     for bad in ({"do_stages": 1}, {"k_in_regs": True}, {"two_pass": True}):
         with pytest.raises(AssertionError, match="dq_lag"):
             dataclasses.replace(lag, **bad).check()
+    with pytest.raises(AssertionError, match="dq_lag_mbar"):  # the mbarriers pipeline the lagged step only
+        dataclasses.replace(lag, dq_lag=False, dq_lag_mbar=True).check()
+    assert dataclasses.replace(lag, dq_lag_mbar=True).smem_bytes() == lag.smem_bytes() + 64  # eight mbarriers

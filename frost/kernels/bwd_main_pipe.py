@@ -1,0 +1,92 @@
+"""bwd_main_lag with its one CTA barrier per step replaced by per-stage mbarriers, so that warps need not meet
+every step.
+
+Timing probes (docs/performance.md, sixteenth session) put the lagged step's remaining top barrier at ~7 % of a
+d128 step: its 8 warps wait for each other at the same point every step. Here each shared buffer gets a "full" and
+an "empty" mbarrier and a warp waits only for what it reads next:
+- Q/dO/LSE/delta stage s: full[s] completes when every thread's cp.async of the step landed (each thread arrives
+  through cp.async.mbarrier.arrive.noinc: count = threads); empty[s] when every thread is past its last read of the
+  stage (after dK), which the loads of the step two ahead wait for.
+- dS^T buffer b: dsfull[b] when every thread stored its part (the lagged dQ GEMM waits for it), dsempty[b] when every
+  thread's dQ GEMM read it (the store two steps later waits for it).
+The other arrivals come from every thread (count = threads), each releasing its own shared-memory accesses:
+arriving from one lane per warp after a __syncwarp measured 1.5-2 % faster at d128, but compute-sanitizer's
+racecheck does not credit the __syncwarp and reports the other lanes' reads as hazards. The k-th completion of a
+barrier is waited for with parity k & 1; no thread can get two completions ahead on any barrier (each wait chains
+to the others' arrivals of the completion before). Rows past the query length are zero-filled with st.shared
+before the thread's noinc arrive (racecheck finds that ordered, and those rows only ever meet zero probabilities).
+
+Atomic dQ only. Served at d128: on the H200 (bf16, seventeenth session, same process) B4 H16 S4096 takes 5.763 ->
+5.332 ms non-causal and 3.011 -> 2.826 causal, GQA 2,32,8,4096 causal 2.940 -> 2.765, with dK and dV bitwise equal
+to bwd_main_lag's. At d96 and d80 it measured 1-3 % slower than the barrier (with warp-level arrivals), so they
+keep bwd_main_lag."""
+
+import cutlass
+import cutlass.cute as cute
+
+from frost.kernels.bwd_main_lag import BwdMainLagKernel
+
+FULL, EMPTY, DS_FULL, DS_EMPTY = 0, 2, 4, 6   # mbarrier index of stage / buffer 0 (stage 1 follows)
+
+
+class BwdMainPipeKernel(BwdMainLagKernel):
+    def __init__(self, dtype, tile, arch, ordered: bool = False):
+        super().__init__(dtype, tile, arch, ordered)
+        assert not ordered, "atomic dQ only"
+        self.mbarriers = 8
+
+    @cute.jit
+    def _setup(self, a, s, tidx):
+        mask, g, ld, walk = super()._setup(a, s, tidx)
+        walk.mbar = s.mbar
+        return mask, g, ld, walk
+
+    def _bar(self, walk, kind: int, i):
+        """The mbarrier of ``kind`` for stage / buffer ``i % 2``."""
+        return walk.mbar + kind + i % 2
+
+    @cute.jit
+    def _init_sync(self, walk):
+        """The eight mbarriers, before the walk's first CTA barrier (which orders them before any use)."""
+        if cute.arch.thread_idx()[0] == 0:
+            for k in cutlass.range_constexpr(2):
+                for kind in cutlass.range_constexpr(4):
+                    cute.arch.mbarrier_init(walk.mbar + 2 * kind + k, self.num_threads)
+        cute.arch.mbarrier_init_fence()
+
+    @cute.jit
+    def _trip_sync(self, walk, it):
+        if it < walk.n_iter:
+            cute.arch.mbarrier_wait(self._bar(walk, FULL, it), (it // 2) % 2)
+
+    @cute.jit
+    def _before_loads(self, walk, it):
+        nxt = it + 1
+        if (nxt < walk.n_iter) & (nxt >= 2):  # the stage's use two steps back is over
+            cute.arch.mbarrier_wait(self._bar(walk, EMPTY, nxt), ((nxt - 2) // 2) % 2)
+
+    @cute.jit
+    def _after_loads(self, walk, it):
+        cute.arch.cp_async_mbarrier_arrive_noinc(self._bar(walk, FULL, it + 1))
+
+    @cute.jit
+    def _before_ds_store(self, walk, it):
+        if it >= 2:
+            cute.arch.mbarrier_wait(self._bar(walk, DS_EMPTY, it), ((it - 2) // 2) % 2)
+
+    @cute.jit
+    def _after_ds_store(self, walk, it):
+        cute.arch.mbarrier_arrive(self._bar(walk, DS_FULL, it))
+
+    @cute.jit
+    def _after_step_reads(self, walk, it):
+        cute.arch.mbarrier_arrive(self._bar(walk, EMPTY, it))
+
+    @cute.jit
+    def _before_ds_reads(self, walk, step):
+        cute.arch.mbarrier_wait(self._bar(walk, DS_FULL, step), (step // 2) % 2)
+
+    @cute.jit
+    def _after_ds_reads(self, walk, step):
+        cute.arch.mbarrier_arrive(self._bar(walk, DS_EMPTY, step))
+
