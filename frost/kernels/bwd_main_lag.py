@@ -138,22 +138,11 @@ class BwdMainLagKernel(BwdMainKernel):
         cute.arch.sync_threads()  # this step's Q and dO landed; every warp is done with the step before
 
     def _init_sync(self, walk):
-        pass
+        """(no mbarriers to set up)"""
 
-    def _before_loads(self, walk, it):
-        pass
+    def _covered_by_the_barrier(self, walk, it):
+        """A synchronisation point the trip's top barrier already covers (bwd_main_pipe: an mbarrier's wait or
+        arrival)."""
 
-    def _after_loads(self, walk, it):
-        pass
-
-    def _before_ds_store(self, walk, it):
-        pass
-
-    def _after_ds_store(self, walk, it):
-        pass
-
-    def _after_step_reads(self, walk, it):
-        pass
-
-    def _before_ds_reads(self, walk, step):
-        pass
+    _before_loads = _after_loads = _before_ds_store = _after_ds_store = _covered_by_the_barrier
+    _after_step_reads = _before_ds_reads = _covered_by_the_barrier
