@@ -263,17 +263,17 @@ def tile_for_order(tile: TileConfig, ordered: bool) -> TileConfig:
     return replace(tile, **changes) if changes else tile
 
 
-# A target whose compile of a served tile spills takes these changes (the compile gate allows no spills):
+# A target whose compile of a served atomic-set tile spills takes these changes (the compile gate allows no spills):
 # - d128 in fp16 on SM120: bwd_main_pipe's step spills 32 bytes there (in the loop, at 255 registers; bf16 and
 #   sm_90a do not), so that set keeps the lagged step's CTA barrier (bwd_main_lag).
 _TARGET_CHANGES = {(arch, "float16", 128): {"dq_lag_mbar": False} for arch in ("sm_120a", "sm_121a")}
 
 
 def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str) -> TileConfig:
-    """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_order, then the target's changes
-    (_TARGET_CHANGES) where its tile is the pad's table tile."""
+    """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_order, then, for the atomic set on the
+    pad's table tile, the target's changes (_TARGET_CHANGES)."""
+    changes = _TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad)) if not (ordered or tile.head_dim_v_pad) else None
     tile = tile_for_order(tile, ordered)
-    changes = _TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad)) if not tile.head_dim_v_pad else None
     return replace(tile, **changes) if changes else tile
 
 
