@@ -518,7 +518,7 @@ class BwdMainKernel:
         dq_bh = ld.qdQ[ld.batch, head, None, None]
         gdQ = cute.local_tile(dq_bh, (self.M, self.D), (m_block, 0))
         cdQ = cute.local_tile(cute.make_identity_tensor(dq_bh.shape), (self.M, self.D), (m_block, 0))
-        sem_row, sem_index = ld.qSem[ld.batch, head, None], m_block * (self.M // SEM_ROWS)
+        sem_row, sem_index = self._dq_semaphore(ld, head, m_block)
         rank = walk.n_block - mask.first_n_block(m_block, self.N, self.M)
         next_begin = mask.next_tile_begin(walk.n_block, self.N, self.M)
         seen = None
@@ -567,20 +567,23 @@ class BwdMainKernel:
         cu.gemm_ss(mm.dq, accdQ, mm.cAq, sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
         return accdQ
 
+    def _dq_semaphore(self, ld, head, m_block):
+        """(this batch's semaphore row of ``head``, index of query tile ``m_block``'s first semaphore): what
+        ordering's dq_order_* take (traced inline: no helper boundary inside the callers' runtime branches)."""
+        return ld.qSem[ld.batch, head, None], m_block * (self.M // SEM_ROWS)
+
     @cute.jit
     def _dq_release_prev(self, ld, walk, it, head, m_block):
         """Ordered dQ, past a CTA barrier of step ``it``: release the previous step's tile."""
         head_prev, m_prev = self._walk_prev(walk, head, m_block)
-        dq_order_release(ld.qSem[ld.batch, head_prev, None], m_prev * (self.M // SEM_ROWS),
-                         walk.ordered & (it > 0))
+        dq_order_release(*self._dq_semaphore(ld, head_prev, m_prev), walk.ordered & (it > 0))
 
     @cute.jit
     def _dq_release_last(self, ld, walk):
         """After the walk and a CTA barrier: release the last step's tile (each step releases the one before
         it)."""
         head_last, m_last = walk.head0 + walk.group - 1, walk.m_first - walk.n_m + 1
-        dq_order_release(ld.qSem[ld.batch, head_last, None], m_last * (self.M // SEM_ROWS),
-                         walk.ordered & (walk.n_iter > 0))
+        dq_order_release(*self._dq_semaphore(ld, head_last, m_last), walk.ordered & (walk.n_iter > 0))
 
     # ------------------------------------------------------------------------------------------------ epilogue
     @cute.jit

@@ -29,7 +29,6 @@ import cutlass.cute as cute
 from frost.kernels import cute_utils as cu
 from frost.kernels.bwd_main import BwdMainKernel, smem_storage
 from frost.kernels.ordering import dq_order_release
-from frost.kernels.preprocess import SEM_ROWS
 
 
 class BwdMainLagKernel(BwdMainKernel):
@@ -103,7 +102,7 @@ class BwdMainLagKernel(BwdMainKernel):
         if cutlass.const_expr(self.ordered):  # every warp's adds of step it - 2 (trip it - 1) are behind the barrier
             if it >= 2:
                 head_done, m_done = self._walk_pos(walk, it - 2)
-                dq_order_release(ld.qSem[ld.batch, head_done, None], m_done * (self.M // SEM_ROWS), True)
+                dq_order_release(*self._dq_semaphore(ld, head_done, m_done), True)
         if it < walk.n_iter:
             self._lag_gemms(ld, mm, mask, acc, walk, it, scale_log2, stage)
         if it > 0:  # (after the step's GEMMs: issued before them, right after the barrier, it measured 3-7 % slower)
