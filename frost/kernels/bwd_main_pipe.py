@@ -25,6 +25,7 @@ import cutlass
 import cutlass.cute as cute
 
 from frost.kernels.bwd_main_lag import BwdMainLagKernel
+from frost.kernels.tiles import PIPE_MBARRIERS
 
 FULL, EMPTY, DS_FULL, DS_EMPTY = 0, 2, 4, 6   # mbarrier index of stage / buffer 0 (stage 1 follows)
 
@@ -33,7 +34,7 @@ class BwdMainPipeKernel(BwdMainLagKernel):
     def __init__(self, dtype, tile, arch, ordered: bool = False):
         super().__init__(dtype, tile, arch, ordered)
         assert not ordered, "atomic dQ only"
-        self.mbarriers = 8
+        self.mbarriers = PIPE_MBARRIERS
 
     @cute.jit
     def _setup(self, a, s, tidx):

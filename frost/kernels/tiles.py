@@ -58,6 +58,7 @@ from frost.kernels.arch import SMEM_LIMIT_BYTES
 HEAD_DIM_MULTIPLE = 8
 HEAD_DIM_MAX = 256
 HEAD_DIM_PADS = (32, 48, 64, 80, 96, 128, 160, 192, 224, 256)
+PIPE_MBARRIERS = 8  # bwd_main_pipe's: a full and an empty one per Q/dO stage and per dS^T buffer
 GRID_WARPS = 8  # warps of a warp_grid tile (16 warps at 128 registers measured slower still: 0.58x FA2 at d128)
 
 
@@ -150,7 +151,7 @@ class TileConfig:
             bufs[1] = max(bufs[1], bufs[3] + 2 * bufs[4])
             del bufs[3:]
         vecs = [self.m_block * 4 * self.q_stages] * 2              # LSE * log2(e), delta
-        mbarriers = 8 * 8 if self.dq_lag_mbar else 0                # bwd_main_pipe's
+        mbarriers = 8 * PIPE_MBARRIERS if self.dq_lag_mbar else 0   # 8 bytes each
         return sum(-(-b // 1024) * 1024 for b in bufs) + sum(-(-b // 128) * 128 for b in vecs) + mbarriers
 
     def check(self) -> None:
