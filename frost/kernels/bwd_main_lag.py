@@ -40,16 +40,16 @@ class BwdMainLagKernel(BwdMainKernel):
 
     # ------------------------------------------------------------------------------------------------ layouts
     def _smem_layouts(self):
-        N, M, D = self.N, self.M, self.D
+        N, M, D, S = self.N, self.M, self.D, self.tile.q_stages
         return SimpleNamespace(K=cu.smem_tile_layout(N, D), V=cu.smem_tile_layout(N, D),
-                               Q=cu.smem_tile_layout(M, D, 2), dO=cu.smem_tile_layout(M, D, 2),
+                               Q=cu.smem_tile_layout(M, D, S), dO=cu.smem_tile_layout(M, D, S),
                                dSt=cu.smem_tile_layout(N, M, 2))
 
     def _storage_cls(self, smem):
         # V until it is in registers, then dO's stages and the dS^T buffers ("sVX")
         vx = max(cute.cosize(smem.V), cute.cosize(smem.dO) + cute.cosize(smem.dSt))
         return smem_storage(self.dtype, {"sK": cute.cosize(smem.K), "sVX": vx, "sQ": cute.cosize(smem.Q)},
-                            self.M * 2, self.mbarriers)
+                            self.M * self.tile.q_stages, self.mbarriers)
 
     @cute.jit
     def _smem_tensors(self, smem: cutlass.Constexpr, storage_cls: cutlass.Constexpr):
@@ -57,7 +57,7 @@ class BwdMainLagKernel(BwdMainKernel):
         st = cutlass.memory.SmemAllocator().allocate(storage_cls)
         sdO = st.sVX.get_tensor(smem.dO)
         sdSt = cute.make_tensor(sdO.iterator + cute.cosize(smem.dO), smem.dSt)  # (1024-byte aligned: 16 KB in)
-        s = self._q_side_smem(st, smem, cute.make_layout((N, M, 2), stride=(0, 1, M)), sdO=sdO)
+        s = self._q_side_smem(st, smem, cute.make_layout((N, M, self.tile.q_stages), stride=(0, 1, M)), sdO=sdO)
         s.V, s.dSt, s.dS = st.sVX.get_tensor(smem.V), sdSt, cu.transpose_view(sdSt, N, M, 2)
         if cutlass.const_expr(self.mbarriers):
             s.mbar = st.mbar.data_ptr()
@@ -90,34 +90,38 @@ class BwdMainLagKernel(BwdMainKernel):
         if walk.n_iter > 0:
             self._load_do(ld, walk.head0, walk.m_first, 0)
         cute.arch.cp_async_commit_group()
-        self._after_loads(walk, -1)
+        self._after_loads(walk, 0)
+        for j in cutlass.range_constexpr(1, self.tile.q_stages - 1):  # the steps loaded ahead of the first trip
+            self._load_next(ld, walk, j - 1, lambda: self._walk_pos(walk, j), j, j, True, True, True)
+            self._after_loads(walk, j)
         for it in cutlass.range(0, walk.n_iter + 1, 1):  # (the last trip only adds the last step's dQ)
             self._lag_step(ld, mm, mask, acc, walk, it, scale_log2)
 
     @cute.jit
     def _lag_step(self, ld, mm, mask, acc, walk, it, scale_log2):
         """Step ``it``, then the previous step's dQ."""
-        stage = it % 2
         self._trip_sync(walk, it)
         if cutlass.const_expr(self.ordered):  # every warp's adds of step it - 2 (trip it - 1) are behind the barrier
             if it >= 2:
                 head_done, m_done = self._walk_pos(walk, it - 2)
                 dq_order_release(*self._dq_semaphore(ld, head_done, m_done), True)
         if it < walk.n_iter:
-            self._lag_gemms(ld, mm, mask, acc, walk, it, scale_log2, stage)
+            self._lag_gemms(ld, mm, mask, acc, walk, it, scale_log2)
         if it > 0:  # (after the step's GEMMs: issued before them, right after the barrier, it measured 3-7 % slower)
             head_prev, m_prev = self._walk_pos(walk, it - 1)
             self._before_ds_reads(walk, it - 1)
-            self._dq_step(mm, ld, mask, walk, it - 1, head_prev, m_prev, mm.sdS[None, None, None, 1 - stage])
+            self._dq_step(mm, ld, mask, walk, it - 1, head_prev, m_prev, mm.sdS[None, None, None, 1 - it % 2])
 
     @cute.jit
-    def _lag_gemms(self, ld, mm, mask, acc, walk, it, scale_log2, stage):
-        """Step ``it`` up to its dS^T: the next step's loads, S^T, P^T, dP^T, dV, dS^T, dK."""
+    def _lag_gemms(self, ld, mm, mask, acc, walk, it, scale_log2):
+        """Step ``it`` up to its dS^T: the loads of the step q_stages - 1 ahead, S^T, P^T, dP^T, dV, dS^T, dK."""
+        S = self.tile.q_stages
+        stage, ahead = it % S, it + S - 1
         _, m_block = self._walk_pos(walk, it)
-        next_pos = lambda: self._walk_pos(walk, it + 1)  # noqa: E731
-        self._before_loads(walk, it)
-        self._load_next(ld, walk, it, next_pos, 1 - stage, 1 - stage, True, True, True)
-        self._after_loads(walk, it)
+        ahead_pos = lambda: self._walk_pos(walk, ahead)  # noqa: E731
+        self._before_loads(walk, ahead)
+        self._load_next(ld, walk, ahead - 1, ahead_pos, ahead % S, ahead % S, True, True, True)
+        self._after_loads(walk, ahead)
         accP, accdP = self._score_gemms(mm, stage, stage, True)
         self._probabilities(mm, mask, accP, m_block, walk.n_block, stage, scale_log2)
         rP = cu.convert(accP, self.dtype)
@@ -125,7 +129,7 @@ class BwdMainLagKernel(BwdMainKernel):
                    mm.rdOt_v)
         rdS = self._softmax_grad(mm, accP, accdP, stage)
         self._before_ds_store(walk, it)
-        cute.copy(mm.dS_store, mm.dS_store.retile(rdS), mm.sdSt_dst[None, None, None, stage])
+        cute.copy(mm.dS_store, mm.dS_store.retile(rdS), mm.sdSt_dst[None, None, None, it % 2])
         self._after_ds_store(walk, it)
         self._dk_gemm(mm, acc, rdS, stage)
         self._after_step_reads(walk, it)
@@ -133,13 +137,13 @@ class BwdMainLagKernel(BwdMainKernel):
     # synchronisation points of a trip (here: one CTA barrier at its top; bwd_main_pipe: mbarriers)
     @cute.jit
     def _trip_sync(self, walk, it):
-        cute.arch.cp_async_wait_group(0)
+        cute.arch.cp_async_wait_group(self.tile.q_stages - 2)
         cute.arch.sync_threads()  # this step's Q and dO landed; every warp is done with the step before
 
     def _init_sync(self, walk):
         """(no mbarriers to set up)"""
 
-    def _covered_by_the_barrier(self, walk, it):
+    def _covered_by_the_barrier(self, walk, i):
         """A synchronisation point the trip's top barrier already covers (bwd_main_pipe: an mbarrier's wait or
         arrival)."""
 

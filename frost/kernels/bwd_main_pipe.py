@@ -25,16 +25,17 @@ import cutlass
 import cutlass.cute as cute
 
 from frost.kernels.bwd_main_lag import BwdMainLagKernel
-from frost.kernels.tiles import PIPE_MBARRIERS
+from frost.kernels.tiles import pipe_mbarriers
 
-FULL, EMPTY, DS_FULL, DS_EMPTY = 0, 2, 4, 6   # mbarrier index of stage / buffer 0 (stage 1 follows)
 
 
 class BwdMainPipeKernel(BwdMainLagKernel):
     def __init__(self, dtype, tile, arch, ordered: bool = False):
         super().__init__(dtype, tile, arch, ordered)
         assert not ordered, "atomic dQ only"
-        self.mbarriers = PIPE_MBARRIERS
+        S = tile.q_stages  # mbarrier index of stage / buffer 0 of each kind (the others follow)
+        self.FULL, self.EMPTY, self.DS_FULL, self.DS_EMPTY = 0, S, 2 * S, 2 * S + 2
+        self.mbarriers = pipe_mbarriers(S)
 
     @cute.jit
     def _setup(self, a, s, tidx):
@@ -42,52 +43,58 @@ class BwdMainPipeKernel(BwdMainLagKernel):
         walk.mbar = s.mbar
         return mask, g, ld, walk
 
-    def _bar(self, walk, kind: int, i):
-        """The mbarrier of ``kind`` for stage / buffer ``i % 2``."""
-        return walk.mbar + kind + i % 2
+    def _bar(self, walk, kind: int, i, n: int = 2):
+        """The mbarrier of ``kind`` for stage / buffer ``i % n``."""
+        return walk.mbar + kind + i % n
+
+    def _stage_bar(self, walk, kind: int, step):
+        return self._bar(walk, kind, step, self.tile.q_stages)
+
+    def _stage_phase(self, step):
+        """Parity of the completion of a stage barrier that belongs to ``step``."""
+        return (step // self.tile.q_stages) % 2
 
     @cute.jit
     def _init_sync(self, walk):
         """The eight mbarriers, before the walk's first CTA barrier (which orders them before any use)."""
         if cute.arch.thread_idx()[0] == 0:
-            for k in cutlass.range_constexpr(2):
-                for kind in cutlass.range_constexpr(4):
-                    cute.arch.mbarrier_init(walk.mbar + 2 * kind + k, self.num_threads)
+            for k in cutlass.range_constexpr(self.mbarriers):
+                cute.arch.mbarrier_init(walk.mbar + k, self.num_threads)
         cute.arch.mbarrier_init_fence()
 
     @cute.jit
     def _trip_sync(self, walk, it):
         if it < walk.n_iter:
-            cute.arch.mbarrier_wait(self._bar(walk, FULL, it), (it // 2) % 2)
+            cute.arch.mbarrier_wait(self._stage_bar(walk, self.FULL, it), self._stage_phase(it))
 
     @cute.jit
-    def _before_loads(self, walk, it):
-        nxt = it + 1
-        if (nxt < walk.n_iter) & (nxt >= 2):  # the stage's use two steps back is over
-            cute.arch.mbarrier_wait(self._bar(walk, EMPTY, nxt), ((nxt - 2) // 2) % 2)
+    def _before_loads(self, walk, step):
+        S = self.tile.q_stages
+        if (step < walk.n_iter) & (step >= S):  # the stage's use S steps back is over
+            cute.arch.mbarrier_wait(self._stage_bar(walk, self.EMPTY, step), self._stage_phase(step - S))
 
     @cute.jit
-    def _after_loads(self, walk, it):
-        cute.arch.cp_async_mbarrier_arrive_noinc(self._bar(walk, FULL, it + 1))
+    def _after_loads(self, walk, step):
+        cute.arch.cp_async_mbarrier_arrive_noinc(self._stage_bar(walk, self.FULL, step))
 
     @cute.jit
     def _before_ds_store(self, walk, it):
         if it >= 2:
-            cute.arch.mbarrier_wait(self._bar(walk, DS_EMPTY, it), ((it - 2) // 2) % 2)
+            cute.arch.mbarrier_wait(self._bar(walk, self.DS_EMPTY, it), ((it - 2) // 2) % 2)
 
     @cute.jit
     def _after_ds_store(self, walk, it):
-        cute.arch.mbarrier_arrive(self._bar(walk, DS_FULL, it))
+        cute.arch.mbarrier_arrive(self._bar(walk, self.DS_FULL, it))
 
     @cute.jit
     def _after_step_reads(self, walk, it):
-        cute.arch.mbarrier_arrive(self._bar(walk, EMPTY, it))
+        cute.arch.mbarrier_arrive(self._stage_bar(walk, self.EMPTY, it))
 
     @cute.jit
     def _before_ds_reads(self, walk, step):
-        cute.arch.mbarrier_wait(self._bar(walk, DS_FULL, step), (step // 2) % 2)
+        cute.arch.mbarrier_wait(self._bar(walk, self.DS_FULL, step), (step // 2) % 2)
 
     @cute.jit
     def _after_ds_reads(self, walk, step):
-        cute.arch.mbarrier_arrive(self._bar(walk, DS_EMPTY, step))
+        cute.arch.mbarrier_arrive(self._bar(walk, self.DS_EMPTY, step))
 

@@ -58,7 +58,6 @@ from frost.kernels.arch import SMEM_LIMIT_BYTES
 HEAD_DIM_MULTIPLE = 8
 HEAD_DIM_MAX = 256
 HEAD_DIM_PADS = (32, 48, 64, 80, 96, 128, 160, 192, 224, 256)
-PIPE_MBARRIERS = 8  # bwd_main_pipe's: a full and an empty one per Q/dO stage and per dS^T buffer
 GRID_WARPS = 8  # warps of a warp_grid tile (16 warps at 128 registers measured slower still: 0.58x FA2 at d128)
 
 
@@ -151,7 +150,7 @@ class TileConfig:
             bufs[1] = max(bufs[1], bufs[3] + 2 * bufs[4])
             del bufs[3:]
         vecs = [self.m_block * 4 * self.q_stages] * 2              # LSE * log2(e), delta
-        mbarriers = 8 * PIPE_MBARRIERS if self.dq_lag_mbar else 0   # 8 bytes each
+        mbarriers = 8 * pipe_mbarriers(self.q_stages) if self.dq_lag_mbar else 0  # 8 bytes each
         return sum(-(-b // 1024) * 1024 for b in bufs) + sum(-(-b // 128) * 128 for b in vecs) + mbarriers
 
     def check(self) -> None:
@@ -167,7 +166,8 @@ class TileConfig:
         assert not (self.k_in_regs and self.warp_grid), "the grid kernel reads K from shared memory"
         assert not (self.release_at_top and self.warp_grid), "the grid kernel releases after its mid-step barrier"
         assert not self.dq_lag or (not self.warp_grid and not self.two_pass and not self.k_in_regs
-                                   and self.q_stages == self.do_stages == 2), "dq_lag: one pass, V in registers"
+                                   and self.q_stages == self.do_stages >= 2), "dq_lag: one pass, V in registers"
+        assert self.q_stages <= 2 or self.dq_lag_mbar, "three stages: the mbarrier pipeline only"
         assert self.dq_lag or not self.dq_lag_mbar, "dq_lag_mbar pipelines the lagged step"
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
@@ -187,9 +187,9 @@ _TABLE = {
                    rows_per_warp=32),
     80: TileConfig(80, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=80,
                    dq_lag=True),
-    96: TileConfig(96, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=96,
-                   dq_lag=True),
-    128: TileConfig(128, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=128,
+    96: TileConfig(96, n_block=128, m_block=32, q_stages=3, do_stages=3, two_pass=False, dq_chunk=96,
+                   dq_lag=True, dq_lag_mbar=True),
+    128: TileConfig(128, n_block=128, m_block=32, q_stages=3, do_stages=3, two_pass=False, dq_chunk=128,
                     diff_mask=True, dq_lag=True, dq_lag_mbar=True),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
@@ -203,7 +203,9 @@ _TABLE = {
 # The ordered set's d128 tile is the bwd_main step the atomic set served until the sixteenth session (K in
 # registers, dQ in the step, two barriers): the lagged step's ordered path spills there on sm_120a (8-40 bytes), and
 # bwd_main_pipe is atomic only. d80 and d96 take the lagged step in the ordered set too (seventeenth session).
-_MID_BARRIER = {"dq_lag": False, "dq_lag_mbar": False, "k_in_regs": True}
+_MID_BARRIER = {"dq_lag": False, "dq_lag_mbar": False, "k_in_regs": True, "q_stages": 2}
+# bwd_main_lag's step as the ordered set (two stages, one CTA barrier): bwd_main_pipe is atomic only
+_LAG_BARRIER = {"dq_lag_mbar": False, "q_stages": 2, "do_stages": 2}
 # The set compiled for ordered dQ (deterministic mode, narrow bands) takes these changes to the pad's tile where
 # they measured faster there; the atomic set keeps the table's.
 # - release_at_top (see TileConfig): d32, d48, d96, d128, d224 (MHA B2 H16 S4096 causal deterministic 1.232x ->
@@ -217,6 +219,7 @@ _MID_BARRIER = {"dq_lag": False, "dq_lag_mbar": False, "k_in_regs": True}
 _ORDERED_CHANGES = {
     32: {"release_at_top": True},
     48: {"release_at_top": True},
+    96: _LAG_BARRIER,
     128: {**_MID_BARRIER, "do_stages": 1, "release_at_top": True},
     160: {"dq_chunk": 160, "do_stages": 2},
     224: {"release_at_top": True},
@@ -237,6 +240,11 @@ _TABLE_DV = {
 GRID_VARIANTS = {
     "d128_grid": TileConfig(128, 64, 64, 2, 2, False, 128, warp_grid=True, dq_direct=False),
 }
+
+
+def pipe_mbarriers(stages: int) -> int:
+    """bwd_main_pipe's mbarriers: a full and an empty one per Q/dO stage and per dS^T buffer (two)."""
+    return 2 * stages + 4
 
 
 def swizzle_atom_cols(cols: int) -> int:
@@ -265,9 +273,9 @@ def tile_for_order(tile: TileConfig, ordered: bool) -> TileConfig:
 
 
 # A target whose compile of a served atomic-set tile spills takes these changes (the compile gate allows no spills):
-# - d128 in fp16 on SM120: bwd_main_pipe's step spills 32 bytes there (in the loop, at 255 registers; bf16 and
-#   sm_90a do not), so that set keeps the lagged step's CTA barrier (bwd_main_lag).
-_TARGET_CHANGES = {(arch, "float16", 128): {"dq_lag_mbar": False} for arch in ("sm_120a", "sm_121a")}
+# - d128 in fp16 on sm_90a: the three-stage bwd_main_pipe spills 8 bytes there (254 registers; bf16, and fp16 on
+#   SM120, do not), so that set pipelines two stages.
+_TARGET_CHANGES = {("sm_90a", "float16", 128): {"q_stages": 2, "do_stages": 2}}
 
 
 def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str) -> TileConfig:

@@ -92,12 +92,16 @@ def test_the_ordered_set_compiles_its_own_changes_to_a_tile():
     assert tile_key(atomic) != tile_key(ordered) and {atomic, ordered} <= set(all_tiles())
     assert KernelKey("bfloat16", 64, "sm_120a", 0, True).tile == KernelKey("bfloat16", 64, "sm_120a").tile
     assert [KernelKey("bfloat16", 128, "sm_120a", 0, o).tile.release_at_top for o in (False, True)] == [False, True]
-    for d in (80, 96):  # the lagged dQ (bwd_main_lag) in both sets
-        assert all(KernelKey("bfloat16", d, "sm_120a", 0, o).tile.dq_lag for o in (False, True)), d
-    # d128: the pipelined lagged step (bwd_main_pipe) in the atomic set; the ordered set keeps the two-barrier step
-    pipe, mid = (KernelKey("bfloat16", 128, "sm_120a", 0, o).tile for o in (False, True))
-    assert (pipe.dq_lag, pipe.dq_lag_mbar, pipe.k_in_regs) == (True, True, False)
-    assert (mid.dq_lag, mid.dq_lag_mbar, mid.k_in_regs) == (False, False, True)
+    # the lagged dQ: with its barrier (bwd_main_lag) in both sets at d80 and in d96's ordered set, three stages on
+    # mbarriers (bwd_main_pipe) in the atomic sets at d96 and d128; d128's ordered set keeps the two-barrier step
+    lag80 = [KernelKey("bfloat16", 80, "sm_120a", 0, o).tile for o in (False, True)]
+    pipe96, lag96 = (KernelKey("bfloat16", 96, "sm_120a", 0, o).tile for o in (False, True))
+    pipe128, mid128 = (KernelKey("bfloat16", 128, "sm_120a", 0, o).tile for o in (False, True))
+    for t in (*lag80, lag96):
+        assert (t.dq_lag, t.dq_lag_mbar, t.q_stages, t.do_stages) == (True, False, 2, 2), t
+    for t in (pipe96, pipe128):
+        assert (t.dq_lag, t.dq_lag_mbar, t.q_stages, t.do_stages, t.k_in_regs) == (True, True, 3, 3, False), t
+    assert (mid128.dq_lag, mid128.dq_lag_mbar, mid128.k_in_regs, mid128.q_stages) == (False, False, True, 2)
     narrow = KernelKey("bfloat16", 192, "sm_120a", 128, True).tile
     assert narrow == KernelKey("bfloat16", 192, "sm_120a", 128).tile and narrow.dv_pad == 128
     for t in (atomic, ordered):
@@ -105,17 +109,17 @@ def test_the_ordered_set_compiles_its_own_changes_to_a_tile():
 
 
 def test_a_target_that_spills_a_tile_compiles_its_own_changes():
-    """tiles._TARGET_CHANGES: d128 fp16 on SM120 keeps the lagged step's barrier (bwd_main_pipe spills there); the
-    same pad in bf16, or on sm_90a, and the ordered set are untouched, and the compile keys differ."""
+    """tiles._TARGET_CHANGES: d128 fp16 on sm_90a pipelines two stages (three spill there); the same pad in bf16, or
+    on SM120, and the ordered set are untouched, and the compile keys differ."""
     from frost.kernels.compile import KernelKey
 
-    fp16_sm120 = KernelKey("float16", 128, "sm_120a").tile
-    assert fp16_sm120.dq_lag and not fp16_sm120.dq_lag_mbar
-    for dtype, arch in (("bfloat16", "sm_120a"), ("float16", "sm_90a")):
-        assert KernelKey(dtype, 128, arch).tile.dq_lag_mbar, (dtype, arch)
+    fp16_sm90 = KernelKey("float16", 128, "sm_90a").tile
+    assert fp16_sm90.dq_lag_mbar and fp16_sm90.q_stages == fp16_sm90.do_stages == 2
+    for dtype, arch in (("bfloat16", "sm_90a"), ("float16", "sm_120a")):
+        assert KernelKey(dtype, 128, arch).tile.q_stages == 3, (dtype, arch)
     assert KernelKey("float16", 128, "sm_120a", 0, True).tile == KernelKey("float16", 128, "sm_90a", 0, True).tile
-    assert tile_key(fp16_sm120) != tile_key(KernelKey("float16", 128, "sm_90a").tile)
-    fp16_sm120.check()
+    assert tile_key(fp16_sm90) != tile_key(KernelKey("float16", 128, "sm_120a").tile)
+    fp16_sm90.check()
 
 
 def test_a_lagged_dq_tile_needs_v_in_registers_and_both_operands_double_buffered():
@@ -132,3 +136,8 @@ def test_a_lagged_dq_tile_needs_v_in_registers_and_both_operands_double_buffered
     with pytest.raises(AssertionError, match="dq_lag_mbar"):  # the mbarriers pipeline the lagged step only
         dataclasses.replace(lag, dq_lag=False, dq_lag_mbar=True).check()
     assert dataclasses.replace(lag, dq_lag_mbar=True).smem_bytes() == lag.smem_bytes() + 64  # eight mbarriers
+    with pytest.raises(AssertionError, match="three stages"):  # loads two steps ahead: the mbarrier pipeline only
+        dataclasses.replace(lag, q_stages=3, do_stages=3).check()
+    three = dataclasses.replace(lag, q_stages=3, do_stages=3, dq_lag_mbar=True)
+    three.check()  # dO's three stages and dS^T's two buffers outgrow V's 32 KB: 40 KB
+    assert three.smem_bytes() == 128 * 128 * 2 + 40 * 1024 + 3 * 32 * 128 * 2 + 2 * 3 * 32 * 4 + 10 * 8
