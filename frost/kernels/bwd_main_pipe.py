@@ -16,10 +16,15 @@ barrier is waited for with parity k & 1; no thread can get two completions ahead
 to the others' arrivals of the completion before). Rows past the query length are zero-filled with st.shared
 before the thread's noinc arrive (racecheck finds that ordered, and those rows only ever meet zero probabilities).
 
-Atomic dQ only. Served at d128: on the H200 (bf16, seventeenth session, same process) B4 H16 S4096 takes 5.763 ->
-5.332 ms non-causal and 3.011 -> 2.826 causal, GQA 2,32,8,4096 causal 2.940 -> 2.765, with dK and dV bitwise equal
-to bwd_main_lag's. At d96 and d80 it measured 1-3 % slower than the barrier (with warp-level arrivals), so they
-keep bwd_main_lag."""
+Q/dO stages: tile.q_stages (= do_stages), 2 or 3; with three, a trip issues the loads of the step two ahead, so a
+load has two steps to land and warps may drift further apart; the two dS^T buffers stay two.
+
+Atomic dQ only. On the H200 (bf16, seventeenth session, same process): two stages against bwd_main_lag's barrier
+at d128, B4 H16 S4096 5.763 -> 5.332 ms non-causal and 3.011 -> 2.826 causal, GQA 2,32,8,4096 causal 2.940 ->
+2.765; three stages against two, 5.358 -> 5.045, 2.837 -> 2.677 and 2.762 -> 2.601; at d96 (B2 H16 S4096) three
+stages against bwd_main_lag's barrier 1.121 -> 1.076 causal, 2.115 -> 2.027 non-causal. dK and dV are bitwise
+equal to bwd_main_lag's throughout. Issuing the loads later in the step (after the score GEMMs, the
+probabilities or dV) measured 6-11 % slower than at its top."""
 
 import cutlass
 import cutlass.cute as cute

@@ -47,7 +47,9 @@ barrier per step, V in registers instead of K, dO double-buffered). B4 H16 S4096
 *_mid_barrier are the tiles before). Seventeenth session: d128's default mode waits on per-stage mbarriers instead of
 the barrier (dq_lag_mbar, bwd_main_pipe): 5.737/3.037 -> 5.364/2.823 ms (bench_variants' d128_lag_barrier is the
 tile before); the ordered sets at d80 and d96 take the lagged step too (deterministic mode 1.10x -> 1.03x and 1.17x
--> 1.13x the default mode), d128's keeps the two-barrier step (_ORDERED_CHANGES)."""
+-> 1.13x the default mode), d128's keeps the two-barrier step (_ORDERED_CHANGES). Then three Q/dO stages on the
+mbarriers at d96 and d128 (atomic sets; d96's ordered set keeps two stages and the barrier): d128 5.358/2.837 ->
+5.045/2.677 ms, d96 (B2) 2.115/1.121 -> 2.027/1.076."""
 
 from __future__ import annotations
 
