@@ -62,6 +62,8 @@ VARIANTS = {
     "d80_mid_barrier": TileConfig(80, 128, 64, 2, 2, False, 80, k_in_regs=True),
     # d128's lagged step with its CTA barrier (bwd_main_lag), served in the sixteenth session before bwd_main_pipe
     "d128_lag_barrier": TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True, diff_mask=True),
+    # bwd_main_pipe with two Q/dO stages, served at d128 in the seventeenth session before the third stage
+    "d128_pipe2": TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True, dq_lag_mbar=True, diff_mask=True),
     # the lagged dQ on the 32-row, two-CTA tiles: no spills (bf16, sm_90a and sm_120a) but slower than the served
     # tiles (B4 H16 S4096, seventeenth session: d48 +1.4 % / +2.2 %, d32 +35 % / +29 % non-causal / causal); d64 and
     # d160 spill with it (40-96 and 8-24 bytes)
