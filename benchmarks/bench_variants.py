@@ -1,6 +1,8 @@
 """Tile-config variants for tuning runs of bench_kernels.py (--variants); not used by the engine."""
 
-from frost.kernels.tiles import GRID_VARIANTS, TileConfig
+from dataclasses import replace
+
+from frost.kernels.tiles import GRID_VARIANTS, TileConfig, tile_for_pads
 
 VARIANTS = {
     **GRID_VARIANTS,
@@ -62,6 +64,9 @@ VARIANTS = {
     "d80_mid_barrier": TileConfig(80, 128, 64, 2, 2, False, 80, k_in_regs=True),
     # d128's lagged step with its CTA barrier (bwd_main_lag), served in the sixteenth session before bwd_main_pipe
     "d128_lag_barrier": TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True, diff_mask=True),
+    # the served d128 / d64 tiles with 16-byte dQ adds (dq_red_v4)
+    "d128_red_v4": replace(tile_for_pads(128, 0), dq_red_v4=True),
+    "d64_red_v4": replace(tile_for_pads(64, 0), dq_red_v4=True),
     # bwd_main_pipe with two Q/dO stages, served at d128 in the seventeenth session before the third stage
     "d128_pipe2": TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True, dq_lag_mbar=True, diff_mask=True),
     # the lagged dQ on the 32-row, two-CTA tiles: no spills (bf16, sm_90a and sm_120a) but slower than the served

@@ -16,9 +16,10 @@ the five GEMMs on mma.sync m16n8k16 with ldmatrix operands:
 S^T and dP^T are issued together, k-block by k-block (more independent MMA chains per warp); with ``k_in_regs``
 each warp holds its K rows (S^T's A operand) in registers for the whole pass. Each warp owns 16 (or 32) whole key
 rows of S^T, so P^T and dS^T never leave registers for dV and dK. dK and dV stay in fp32 registers for the whole
-walk and are written once; dQ is added into an fp32 accumulator with red.global.add.v2 (rows padded to 128 in the
-workspace, so the adds need no predicate), or, where dQ is ordered, stored by a query tile's first visitor and
-written out in the io dtype by its last (see ordering.dq_order_wait). Large head dims walk the query tiles twice
+walk and are written once; dQ is added into an fp32 accumulator with red.global.add.v2, or .v4 with
+TileConfig.dq_red_v4 (rows padded to 128 in the workspace, so the adds need no predicate), or, where dQ is
+ordered, stored by a query tile's first visitor and written out in the io dtype by its last (see
+ordering.dq_order_wait). Large head dims walk the query tiles twice
 (pass 1: dV; pass 2: dK and dQ) so that only one of the two big accumulators is live.
 
 Loads are cp.async (16 B per thread), with Q (+ LSE, delta) and dO double-buffered where shared memory allows;
@@ -140,7 +141,10 @@ class BwdMainKernel:
         # S^T, dP^T, dV and dK share one warp layout (warps along key rows): that is what lets P^T and dS^T be
         # reused from the accumulator registers as A operands.
         kv = cute.make_tiled_mma(op, (w, 1, 1), permutation_mnk=(w * 16, 16, 16))
-        dq = cute.make_tiled_mma(op, (wm, wd, 1), permutation_mnk=(wm * 16, wd * self.tile.dq_col_step, 16))
+        dq_cols = wd * self.tile.dq_col_step
+        if self.tile.dq_red_v4 and wd > 2:  # a warp's two atoms in one 128-byte line of dQ (see dq_red_v4)
+            dq_cols = cute.make_layout((8, wd, 2), stride=(1, 16, 8))
+        dq = cute.make_tiled_mma(op, (wm, wd, 1), permutation_mnk=(wm * 16, dq_cols, 16))
         return SimpleNamespace(kv=kv, dq=dq)
 
     # ------------------------------------------------------------------------------------------------ the kernel
@@ -543,11 +547,18 @@ class BwdMainKernel:
                     elif rank == 0:
                         cu.store_acc_global(gdq, accdQ)
                     else:
-                        cu.red_add_acc(gdq, accdQ)
+                        self._red_add(gdq, accdQ)
                 else:
-                    cu.red_add_acc(gdq, accdQ)
+                    self._red_add(gdq, accdQ)
             else:
-                cu.red_add_acc(gdq, accdQ)
+                self._red_add(gdq, accdQ)
+
+    def _red_add(self, gdq, accdQ):
+        """Atomic adds of a dQ chunk into the fp32 accumulator."""
+        if self.tile.dq_red_v4:
+            cu.red_add_acc_v4(gdq, accdQ)
+        else:
+            cu.red_add_acc(gdq, accdQ)
 
     def _after_ds_reads(self, walk, it):
         """Hook: step ``it``'s last read of dS is issued (bwd_main_pipe arrives on the buffer's mbarrier)."""

@@ -188,10 +188,45 @@ def acc_pairs(acc: cute.Tensor):
 
 def red_add_acc(g: cute.Tensor, acc: cute.Tensor):
     """Atomically add an fp32 accumulator into its global partition ``g``: two adjacent columns per
-    red.global.add.v2.f32. (A lane-pair shuffle to red.v4 halved the L2 requests but measured no faster on the
-    H200, 2026-11-29.)"""
+    red.global.add.v2.f32 (red_add_acc_v4: four)."""
     for crd in acc_pairs(acc):  # trace-time unrolled
         cute.arch.red(g[crd].iterator, acc[crd].load(), op="add", dtype=cutlass.Float32, sem="relaxed", scope="gpu")
+
+
+def red_add_acc_v4(g: cute.Tensor, acc: cute.Tensor):
+    """red_add_acc with 16-byte adds: column atoms j and j + 1 (j even) of each row atom and row half go out
+    together. A lane holds two adjacent columns of each atom and its pair partner (lane ^ 1) the next two, so the
+    even lane adds atom j's four columns (its own two, then its partner's) and the odd lane atom j + 1's (its
+    partner's, then its own). Where the two atoms lie in one 128-byte line (TileConfig.dq_red_v4), that halves the
+    reduction instructions and the L1 wavefronts they take."""
+    n = cute.size(acc, mode=[2])
+    assert n % 2 == 0, "red_add_acc_v4: an even number of column atoms"
+    for i in range(cute.size(acc, mode=[1])):
+        for j in range(0, n, 2):
+            for v in range(2):
+                a, b = ((None, v), i, j), ((None, v), i, j + 1)
+                red_add_pair_v4(g[a].iterator, g[b].iterator, acc[a][0], acc[a][1], acc[b][0], acc[b][1])
+
+
+@dsl_user_op
+def red_add_pair_v4(pa: cute.Pointer, pb: cute.Pointer, a0: Float32, a1: Float32, b0: Float32, b1: Float32, *,
+                    loc=None, ip=None) -> None:
+    """One lane pair's red.global.add.v4.f32 of two column atoms (see red_add_acc_v4): ``pa`` / ``pb`` point at this
+    lane's two columns of atom j / j + 1; the odd lane's four columns start two before its own in atom j + 1."""
+    from cutlass.cute.arch.nvvm_wrappers import _normalize_ptr
+
+    body = ("mov.u32 l, %laneid;\n\tand.b32 l, l, 1;\n\tsetp.ne.u32 odd, l, 0;\n\t"
+            "selp.f32 s0, $2, $4, odd;\n\tselp.f32 s1, $3, $5, odd;\n\t"
+            "shfl.sync.bfly.b32 r0, s0, 1, 0x1f, 0xffffffff;\n\tshfl.sync.bfly.b32 r1, s1, 1, 0x1f, 0xffffffff;\n\t"
+            "selp.f32 x0, r0, $2, odd;\n\tselp.f32 x1, r1, $3, odd;\n\t"
+            "selp.f32 x2, $4, r0, odd;\n\tselp.f32 x3, $5, r1, odd;\n\t"
+            "sub.s64 q, $1, 8;\n\tselp.b64 q, q, $0, odd;\n\t"
+            "red.relaxed.gpu.global.add.v4.f32 [q], {x0, x1, x2, x3};\n\t")
+    operands = [_normalize_ptr(pa, loc=loc, ip=ip), _normalize_ptr(pb, loc=loc, ip=ip)]
+    operands += [Float32(x).ir_value(loc=loc, ip=ip) for x in (a0, a1, b0, b1)]
+    llvm.inline_asm(None, operands, "{\n\t.reg .pred odd;\n\t.reg .b32 l;\n\t.reg .f32 s0, s1, r0, r1, x0, x1, x2, x3;"
+                    "\n\t.reg .b64 q;\n\t" + body + "}", "l,l,f,f,f,f,~{memory}",
+                    has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
 
 
 def store_acc_global(g: cute.Tensor, acc: cute.Tensor):

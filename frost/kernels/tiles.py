@@ -99,6 +99,12 @@ class TileConfig:
     # atomic dQ only (bwd_main_pipe): the lagged step's one CTA barrier as per-stage mbarriers, so warps need not
     # meet every step
     dq_lag_mbar: bool = False
+    # rows kernel, 16-column dQ warp slices (dq_col_step 16): the atomic dQ adds go out as red.global.add.v4.f32, a
+    # lane-pair shuffle joining a warp's two 8-column atoms of a tiled-MMA step, which lie in one 128-byte line of
+    # the fp32 accumulator (with more than two warps along the head dim the dQ MMA's columns are permuted so that
+    # they do): half the reduction instructions, each touching as many lines as one v2 did. The d128 step is bound
+    # by the L1's LSU data pipe (ncu: 90 % of its wavefronts, 4 % of them fewer with this)
+    dq_red_v4: bool = False
 
     @property
     def dv_pad(self) -> int:
@@ -171,6 +177,7 @@ class TileConfig:
                                    and self.q_stages == self.do_stages >= 2), "dq_lag: one pass, V in registers"
         assert self.q_stages <= 2 or self.dq_lag_mbar, "three stages: the mbarrier pipeline only"
         assert self.dq_lag or not self.dq_lag_mbar, "dq_lag_mbar pipelines the lagged step"
+        assert not self.dq_red_v4 or (not self.warp_grid and self.dq_col_step == 16), "dq_red_v4: 16-column slices"
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (self.dq_col_step * wd) == 0
@@ -186,13 +193,13 @@ _TABLE = {
     48: TileConfig(48, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=48,
                    rows_per_warp=32),
     64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
-                   rows_per_warp=32),
+                   rows_per_warp=32, dq_red_v4=True),
     80: TileConfig(80, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=80,
                    dq_lag=True),
     96: TileConfig(96, n_block=128, m_block=32, q_stages=3, do_stages=3, two_pass=False, dq_chunk=96,
                    dq_lag=True, dq_lag_mbar=True),
     128: TileConfig(128, n_block=128, m_block=32, q_stages=3, do_stages=3, two_pass=False, dq_chunk=128,
-                    diff_mask=True, dq_lag=True, dq_lag_mbar=True),
+                    diff_mask=True, dq_lag=True, dq_lag_mbar=True, dq_red_v4=True),
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
                     warp_grid=True, dq_direct=False),

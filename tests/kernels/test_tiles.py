@@ -141,3 +141,21 @@ def test_a_lagged_dq_tile_needs_v_in_registers_and_both_operands_double_buffered
     three = dataclasses.replace(lag, q_stages=3, do_stages=3, dq_lag_mbar=True)
     three.check()  # dO's three stages and dS^T's two buffers outgrow V's 32 KB: 40 KB
     assert three.smem_bytes() == 128 * 128 * 2 + 40 * 1024 + 3 * 32 * 128 * 2 + 2 * 3 * 32 * 4 + 10 * 8
+
+
+def test_16_byte_dq_adds_need_16_column_warp_slices():
+    """dq_red_v4 joins a warp's two 8-column dQ atoms of a tiled-MMA step (a 16-column slice) into one 16-byte add
+    per lane pair: the 8-column slices of d48/d80/d96 and the grid kernel's dQ are refused; d64 and d128 serve it
+    in both dQ orders."""
+    from frost.kernels.tiles import GRID_VARIANTS, tile_for_order, tile_for_pads
+
+    for pad in (48, 80, 96):
+        assert tile_for_pads(pad).dq_col_step == 8
+        with pytest.raises(AssertionError, match="dq_red_v4"):
+            dataclasses.replace(tile_for_pads(pad), dq_red_v4=True).check()
+    with pytest.raises(AssertionError, match="dq_red_v4"):
+        dataclasses.replace(next(iter(GRID_VARIANTS.values())), dq_red_v4=True).check()
+    for pad in (64, 128):
+        for ordered in (False, True):
+            tile = tile_for_order(tile_for_pads(pad), ordered)
+            assert tile.dq_red_v4 and tile.dq_col_step == 16, (pad, ordered)
