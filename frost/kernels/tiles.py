@@ -103,7 +103,8 @@ class TileConfig:
     # lane-pair shuffle joining a warp's two 8-column atoms of a tiled-MMA step, which lie in one 128-byte line of
     # the fp32 accumulator (with more than two warps along the head dim the dQ MMA's columns are permuted so that
     # they do): half the reduction instructions, each touching as many lines as one v2 did. The d128 step is bound
-    # by the L1's LSU data pipe (ncu: 90 % of its wavefronts, 4 % of them fewer with this)
+    # by the L1's LSU data pipe (ncu: 90 % of its wavefronts, 4 % of them fewer with this). d64 and d128 only: d32
+    # measured 1.00x, d160 and d224 1.05x the v2 adds' time (H200, eighteenth session)
     dq_red_v4: bool = False
 
     @property
