@@ -176,7 +176,8 @@ def _bits(t):
 def test_sanitizer_features(det):
     """Small GQA + padding + band + sink (+ dlse) configuration for compute-sanitizer (memcheck / racecheck): one
     head dim per main-kernel tile family (rows kernel with 8/4 warps and one/two passes, the warp-grid kernel, with
-    V as wide as Q/K and narrower; d96 and d128: dQ one step behind, with a barrier and with mbarriers)."""
+    V as wide as Q/K and narrower; d96 and d128: dQ one step behind on mbarriers in the default mode, d96's with
+    its barrier in deterministic mode)."""
     run_cases([Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
                     band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
                     dlse=d == 128, seed=d) for d in (64, 96, 128, 192, 256)]

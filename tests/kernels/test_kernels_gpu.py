@@ -58,7 +58,8 @@ def test_sanitizer_case(alignment):
     """Small tail shape for compute-sanitizer (memcheck / racecheck) runs: every kernel, both alignments."""
     for d in (48, 64, 80, 96, 128, 224, 192, 256):  # rows kernel: 4/8 warps, M 32/64, 1/2 passes, 8-column dQ
         # warp slices (d48, d80, d96), Q/dO loaded by fewer threads (d48, d80), dQ one step behind with dO and dS^T
-        # in V's buffer (d80, d96, d128: bwd_main_lag); grid kernel: 1/2 passes
+        # in V's buffer (d80: bwd_main_lag; d96, d128: its mbarrier pipeline bwd_main_pipe); grid kernel: 1/2
+        # passes
         check_case("bfloat16", d, d, True, alignment, (1, 2, 77, 100), seed=11)
         check_case("float16", d, d, True, alignment, (1, 1, 100, 77), seed=12)
     check_case("bfloat16", 192, 128, True, alignment, (1, 2, 77, 100), seed=13)  # grid kernel, narrower V tiles
