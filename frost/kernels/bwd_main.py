@@ -28,9 +28,8 @@ the batch's valid range (rows past seq_len_q[b] / keys past seq_len_kv[b], colum
 zero-filled in shared memory, so padded keys get exact-zero dK/dV rows (the whole tile is stored) and padded rows
 add exact zeros to dQ. The walk is trimmed to the query tiles the band and the lengths let see the KV tile
 (mask.py), so a window-W backward costs O(S*W). Deterministic mode (and narrow bands) order the dQ adds (see
-ordering.dq_order_wait). d80 (both sets) and d96's ordered set run bwd_main_lag's step instead (dQ one step
-behind, one CTA barrier per step); the default mode at d96 and d128 runs that step on per-stage mbarriers with three
-Q/dO stages (bwd_main_pipe).
+ordering.dq_order_wait). d80 runs bwd_main_lag's step instead (dQ one step behind, one CTA barrier per step), d96
+and d128 that step on per-stage mbarriers with three Q/dO stages (bwd_main_pipe), in both dQ orders.
 
 Batch, heads, GQA group, sequence lengths (full and per batch), logical head dims, strides, the scale, the band
 bounds, the alignment and the feature flags are runtime values; the compiled code depends only on the dtype and

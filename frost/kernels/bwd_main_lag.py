@@ -10,13 +10,14 @@ V's shared memory then holds dO's two stages and the two dS^T buffers (at d128: 
 registers (one more barrier per walk). On the H200 (B4 H16 S4096 bf16, same process, sixteenth session) the
 backward is 4 % faster than on bwd_main's step at d128, 8-9 % at d96 and 10 % at d80, with bitwise-equal dK and dV.
 
-The ordered set (deterministic mode, narrow bands) takes the same step at d80 and d96: the lagged adds of step i
-follow its semaphores' order like bwd_main's (dQ is bitwise equal to bwd_main's ordered set), and step i's release
-is issued after the top barrier of trip i + 2 (where every warp's adds of step i are behind the barrier), before
-that trip's own wait, so no CTA waits while it holds a release. Deterministic mode, MHA B2 H16 S4096 causal on the
-H200 (seventeenth session): 1.100x -> 1.028x the default mode at d80, 1.165x -> 1.131x at d96; a 128-token window
-with a sink measured 1-2 % slower than on bwd_main's step. At d128 the ordered lagged step spills on sm_120a
-(8-40 bytes), so that set keeps bwd_main's step (tiles._MID_BARRIER).
+The ordered set (deterministic mode, narrow bands) takes the same step at d80: the lagged adds of step i follow
+its semaphores' order like bwd_main's (dQ is bitwise equal to bwd_main's ordered set), and step i's release is
+issued after the top barrier of trip i + 2 (where every warp's adds of step i are behind the barrier), before that
+trip's own wait, so no CTA waits while it holds a release. Deterministic mode, MHA B2 H16 S4096 causal on the H200
+(seventeenth session): 1.100x -> 1.028x the default mode at d80, 1.165x -> 1.131x at d96; a 128-token window with
+a sink measured 1-2 % slower than on bwd_main's step. TileConfig.release_late moves the release after trip i + 2's
+GEMMs; on this barrier step that measured much slower (deterministic d80 1.04x -> 1.19x, d96 1.18x -> 1.36x the
+default mode, nineteenth session), on bwd_main_pipe faster (see there), where d96's and d128's ordered sets run.
 
 The trip's synchronisation points are hooks (_trip_sync, _before_loads, ...): one CTA barrier here, per-stage
 mbarriers in bwd_main_pipe. Everything else (walk order, masks, padding, loads, the epilogue) is bwd_main's."""
@@ -101,16 +102,30 @@ class BwdMainLagKernel(BwdMainKernel):
     def _lag_step(self, ld, mm, mask, acc, walk, it, scale_log2):
         """Step ``it``, then the previous step's dQ."""
         self._trip_sync(walk, it)
-        if cutlass.const_expr(self.ordered):  # every warp's adds of step it - 2 (trip it - 1) are behind the barrier
-            if it >= 2:
-                head_done, m_done = self._walk_pos(walk, it - 2)
-                dq_order_release(*self._dq_semaphore(ld, head_done, m_done), True)
+        if cutlass.const_expr(self.ordered and not self.tile.release_late):
+            self._release_done(ld, walk, it)
         if it < walk.n_iter:
             self._lag_gemms(ld, mm, mask, acc, walk, it, scale_log2)
+        if cutlass.const_expr(self.ordered and self.tile.release_late):
+            self._release_done(ld, walk, it)
         if it > 0:  # (after the step's GEMMs: issued before them, right after the barrier, it measured 3-7 % slower)
             head_prev, m_prev = self._walk_pos(walk, it - 1)
             self._before_ds_reads(walk, it - 1)
             self._dq_step(mm, ld, mask, walk, it - 1, head_prev, m_prev, mm.sdS[None, None, None, 1 - it % 2])
+            self._after_dq_adds(walk, it - 1)
+
+    @cute.jit
+    def _release_done(self, ld, walk, it):
+        """Ordered dQ: release step it - 2's query tile, whose adds every warp issued in trip it - 1 (behind the
+        trip's barrier here; bwd_main_pipe waits for them on an mbarrier first)."""
+        if it >= 2:
+            head_done, m_done = self._walk_pos(walk, it - 2)
+            self._before_release(walk, it - 2)
+            dq_order_release(*self._dq_semaphore(ld, head_done, m_done), True, self._release_warp(it - 2))
+
+    def _release_warp(self, step):
+        """The warp whose lane releases step ``step``'s tile (TileConfig.release_rotate: each warp in turn)."""
+        return step % self.tile.num_warps if self.tile.release_rotate else 0
 
     @cute.jit
     def _lag_gemms(self, ld, mm, mask, acc, walk, it, scale_log2):
@@ -148,4 +163,4 @@ class BwdMainLagKernel(BwdMainKernel):
         arrival)."""
 
     _before_loads = _after_loads = _before_ds_store = _after_ds_store = _covered_by_the_barrier
-    _after_step_reads = _before_ds_reads = _covered_by_the_barrier
+    _after_step_reads = _before_ds_reads = _before_release = _after_dq_adds = _covered_by_the_barrier

@@ -1,5 +1,5 @@
 """bwd_main_lag with its one CTA barrier per step replaced by per-stage mbarriers, so that warps need not meet
-every step.
+every step (both dQ orders).
 
 Timing probes (docs/performance.md, sixteenth session) put the lagged step's remaining top barrier at ~7 % of a
 d128 step: its 8 warps wait for each other at the same point every step. Here each shared buffer gets a "full" and
@@ -19,7 +19,20 @@ before the thread's noinc arrive (racecheck finds that ordered, and those rows o
 Q/dO stages: tile.q_stages (= do_stages), 2 or 3; with three, a trip issues the loads of the step two ahead, so a
 load has two steps to land and warps may drift further apart; the two dS^T buffers stay two.
 
-Atomic dQ only. On the H200 (bf16, seventeenth session, same process): two stages against bwd_main_lag's barrier
+Ordered dQ (the ordered sets at d96 and d128): the lagged adds keep their semaphore order, so dQ is bitwise equal
+to the barrier steps' ordered sets. In place of the barrier that put every warp's adds of step i before its release,
+every thread arrives on an ADDS_DONE mbarrier after its adds, and the releasing warp waits for that before its
+lane's red.release (the arrive's release and the wait's acquire order every thread's adds before the cumulative
+release). Where the release goes decides what it costs (H200, bf16, B2 S4096 causal, deterministic / default
+mode, nineteenth session): released by warp 0 at the top of trip i + 2 (as the barrier step does), the ordered
+pipe measured 1.26x at d128 (the served two-barrier step then 1.22x); after trip i + 2's GEMMs
+(TileConfig.release_late: the release's fence no longer waits behind the adds of step i + 1 just issued) 1.22x;
+with the warps taking turns as well (TileConfig.release_rotate: warp i % 8 releases step i, so no one warp stalls
+on the fence every step while the others wait for it at the stage barriers) 1.12x (MHA d128; GQA 32/8 d128
+1.24x -> 1.12x, d96 1.18x -> 1.13x, a 128-token window with a sink 8 % faster at GQA d128, 4 % at d96). Timing
+probes on the late release: without the ADDS_DONE wait 1.21x, without acquire and release 1.05x.
+
+On the H200 (bf16, seventeenth session, same process): two stages against bwd_main_lag's barrier
 at d128, B4 H16 S4096 5.763 -> 5.332 ms non-causal and 3.011 -> 2.826 causal, GQA 2,32,8,4096 causal 2.940 ->
 2.765; three stages against two, 5.358 -> 5.045, 2.837 -> 2.677 and 2.762 -> 2.601; at d96 (B2 H16 S4096) three
 stages against bwd_main_lag's barrier 1.121 -> 1.076 causal, 2.115 -> 2.027 non-causal. dK and dV are bitwise
@@ -37,10 +50,10 @@ from frost.kernels.tiles import pipe_mbarriers
 class BwdMainPipeKernel(BwdMainLagKernel):
     def __init__(self, dtype, tile, arch, ordered: bool = False):
         super().__init__(dtype, tile, arch, ordered)
-        assert not ordered, "atomic dQ only"
         S = tile.q_stages  # mbarrier index of stage / buffer 0 of each kind (the others follow)
         self.FULL, self.EMPTY, self.DS_FULL, self.DS_EMPTY = 0, S, 2 * S, 2 * S + 2
-        self.mbarriers = pipe_mbarriers(S)
+        self.ADDS_DONE = 2 * S + 4  # (ordered dQ: every thread's adds of a step issued, two)
+        self.mbarriers = pipe_mbarriers(S, ordered)
 
     @cute.jit
     def _setup(self, a, s, tidx):
@@ -103,3 +116,15 @@ class BwdMainPipeKernel(BwdMainLagKernel):
     def _after_ds_reads(self, walk, step):
         cute.arch.mbarrier_arrive(self._bar(walk, self.DS_EMPTY, step))
 
+    # ordered dQ: step i's release waits until every thread issued its adds of step i (bwd_main_lag: the barrier)
+    @cute.jit
+    def _after_dq_adds(self, walk, step):
+        if cutlass.const_expr(self.ordered):
+            cute.arch.mbarrier_arrive(self._bar(walk, self.ADDS_DONE, step))
+
+    @cute.jit
+    def _before_release(self, walk, step):
+        """(the releasing warp, whose elected lane releases: the arrive's release and this wait's acquire put every
+        thread's adds before the release, which is cumulative)"""
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == self._release_warp(step):
+            cute.arch.mbarrier_wait(self._bar(walk, self.ADDS_DONE, step), (step // 2) % 2)

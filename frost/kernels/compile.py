@@ -46,7 +46,8 @@ def tile_key(t: TileConfig) -> str:
     return (f"d{t.head_dim_pad}v{t.dv_pad}:n{t.n_block}m{t.m_block}:s{t.q_stages}{t.do_stages}"
             f":p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}:g{int(t.warp_grid)}"
             f":k{int(t.k_in_regs)}:q{int(t.dq_direct)}:m{int(t.diff_mask)}:t{int(t.release_at_top)}"
-            f":l{int(t.dq_lag)}{int(t.dq_lag_mbar)}:v{int(t.dq_red_v4)}")
+            f":l{int(t.dq_lag)}{int(t.dq_lag_mbar)}:v{int(t.dq_red_v4)}"
+            f":r{int(t.release_late)}{int(t.release_rotate)}")
 
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)

@@ -49,7 +49,9 @@ the barrier (dq_lag_mbar, bwd_main_pipe): 5.737/3.037 -> 5.364/2.823 ms (bench_v
 tile before); the ordered sets at d80 and d96 take the lagged step too (deterministic mode 1.10x -> 1.03x and 1.17x
 -> 1.13x the default mode), d128's keeps the two-barrier step (_ORDERED_CHANGES). Then three Q/dO stages on the
 mbarriers at d96 and d128 (atomic sets; d96's ordered set keeps two stages and the barrier): d128 5.358/2.837 ->
-5.045/2.677 ms, d96 (B2) 2.115/1.121 -> 2.027/1.076."""
+5.045/2.677 ms, d96 (B2) 2.115/1.121 -> 2.027/1.076. Nineteenth session: the ordered sets at d96 and d128 take
+bwd_main_pipe too, released after the trip's GEMMs and by the warps in turn (_ORDERED_PIPE): deterministic mode
+1.18x -> 1.13x (d96) and 1.22x -> 1.12x (d128) the default mode."""
 
 from __future__ import annotations
 
@@ -85,19 +87,19 @@ class TileConfig:
     # 2,32,8,4096 causal 3.156 -> 3.064 ms, but gpt-oss causal (d64) 2.572 -> 2.595 ms (H200, 2026-11-30); only
     # where measured faster
     diff_mask: bool = False
-    # ordered dQ (rows kernel; set in _ORDERED_CHANGES, so only the ordered set has it): release the previous step's
-    # query tile right after the top-of-step barrier instead of after the mid-step one, half a step earlier. GQA
+    # ordered dQ (bwd_main's step; set in _ORDERED_CHANGES, so only the ordered set has it): release the previous
+    # step's query tile right after the top-of-step barrier instead of after the mid-step one, half a step earlier. GQA
     # 2,32,8,4096 d128 causal deterministic 3.216 -> 3.175 ms, but gpt-oss d64 1.08x -> 1.14x the default mode
     # (H200, 2026-11-30, thirteenth session: there the release's MEMBAR waits on the adds just issued); only where
     # measured faster: also d32, d48, d96 (MHA B2 H16 S4096 causal deterministic: 1.170x -> 1.086x, 1.143x ->
-    # 1.117x, 1.197x -> 1.073x the default mode), not d80 (0.993x -> 1.032x) or d160 (1.302x -> 1.287x)
+    # 1.117x, 1.197x -> 1.073x the default mode), not d80 (0.993x -> 1.032x) or d160 (1.302x -> 1.287x). (d96 and
+    # d128 run the lagged step since; see release_late)
     release_at_top: bool = False
     # rows kernel (bwd_main_lag): the dQ GEMM of a step runs at the end of the next one, from the other of two dS^T
     # buffers, so a step needs one CTA barrier instead of two; V lives in registers for the walk and its shared
     # memory holds the two dO and the two dS^T buffers
     dq_lag: bool = False
-    # atomic dQ only (bwd_main_pipe): the lagged step's one CTA barrier as per-stage mbarriers, so warps need not
-    # meet every step
+    # bwd_main_pipe: the lagged step's one CTA barrier as per-stage mbarriers, so warps need not meet every step
     dq_lag_mbar: bool = False
     # rows kernel, 16-column dQ warp slices (dq_col_step 16): the atomic dQ adds go out as red.global.add.v4.f32, a
     # lane-pair shuffle joining a warp's two 8-column atoms of a tiled-MMA step, which lie in one 128-byte line of
@@ -106,6 +108,13 @@ class TileConfig:
     # by the L1's LSU data pipe (ncu: 90 % of its wavefronts, 4 % of them fewer with this). d64 and d128 only: d32
     # measured 1.00x, d160 and d224 1.05x the v2 adds' time (H200, eighteenth session)
     dq_red_v4: bool = False
+    # ordered dQ, lagged step (set in _ORDERED_CHANGES): release step i's query tile after trip i + 2's GEMMs
+    # instead of at that trip's top, where the release's fence waits behind the adds of step i + 1 just issued.
+    # Faster on bwd_main_pipe, much slower on bwd_main_lag's barrier step (nineteenth session, see both modules)
+    release_late: bool = False
+    # ordered dQ, lagged step: warp i % warps releases step i instead of warp 0 every step, so that on
+    # bwd_main_pipe no one warp stalls on the release's fence every step while the others wait for it
+    release_rotate: bool = False
 
     @property
     def dv_pad(self) -> int:
@@ -159,7 +168,7 @@ class TileConfig:
             bufs[1] = max(bufs[1], bufs[3] + 2 * bufs[4])
             del bufs[3:]
         vecs = [self.m_block * 4 * self.q_stages] * 2              # LSE * log2(e), delta
-        mbarriers = 8 * pipe_mbarriers(self.q_stages) if self.dq_lag_mbar else 0  # 8 bytes each
+        mbarriers = 8 * pipe_mbarriers(self.q_stages, True) if self.dq_lag_mbar else 0  # 8 bytes each (at most)
         return sum(-(-b // 1024) * 1024 for b in bufs) + sum(-(-b // 128) * 128 for b in vecs) + mbarriers
 
     def check(self) -> None:
@@ -179,6 +188,7 @@ class TileConfig:
         assert self.q_stages <= 2 or self.dq_lag_mbar, "three stages: the mbarrier pipeline only"
         assert self.dq_lag or not self.dq_lag_mbar, "dq_lag_mbar pipelines the lagged step"
         assert not self.dq_red_v4 or (not self.warp_grid and self.dq_col_step == 16), "dq_red_v4: 16-column slices"
+        assert self.dq_lag or not (self.release_late or self.release_rotate), "the lagged step's releases only"
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (self.dq_col_step * wd) == 0
@@ -210,27 +220,31 @@ _TABLE = {
 }
 
 
-# The ordered set's d128 tile is the bwd_main step the atomic set served until the sixteenth session (K in
-# registers, dQ in the step, two barriers): the lagged step's ordered path spills there on sm_120a (8-40 bytes), and
-# bwd_main_pipe is atomic only. d80 and d96 take the lagged step in the ordered set too (seventeenth session).
-_MID_BARRIER = {"dq_lag": False, "dq_lag_mbar": False, "k_in_regs": True, "q_stages": 2}
-# bwd_main_lag's step as the ordered set (two stages, one CTA barrier): bwd_main_pipe is atomic only
-_LAG_BARRIER = {"dq_lag_mbar": False, "q_stages": 2, "do_stages": 2}
+# The ordered sets at d96 and d128 run the table's tile (bwd_main_pipe, three stages) with the release after the
+# trip's GEMMs and rotated over the warps (TileConfig.release_late, release_rotate). MHA B2 H16 S4096 causal,
+# deterministic / default mode, H200 bf16 (nineteenth session), against the ordered sets served before (d96: the
+# lagged step with its barrier, two stages; d128: bwd_main's two-barrier step, K in registers): d128 1.225x ->
+# 1.123x, GQA 2,32,8,4096 d128 1.239x -> 1.119x, d96 1.182x -> 1.134x; a 128-token window with a sink (default
+# mode) GQA d128 0.524 -> 0.480 ms, d96 0.259 -> 0.249 ms. d128's ordered set adds dQ 8 bytes at a time: with
+# the 16-byte adds (dq_red_v4) the late release spills on sm_120a (16-32 bytes); on the H200 they measured 0.3-0.8 %
+# faster there.
+_ORDERED_PIPE = {"release_late": True, "release_rotate": True}
 # The set compiled for ordered dQ (deterministic mode, narrow bands) takes these changes to the pad's tile where
 # they measured faster there; the atomic set keeps the table's.
-# - release_at_top (see TileConfig): d32, d48, d96, d128, d224 (MHA B2 H16 S4096 causal deterministic 1.232x ->
-#   1.214x the default mode, fourteenth session).
+# - release_at_top (see TileConfig): d32, d48, d224 (and d96, d128 until they took the lagged step; MHA B2 H16 S4096
+#   causal deterministic at d224 1.232x -> 1.214x the default mode, fourteenth session).
 # - d160: one chunk for the whole dQ, so the wait and the adds come after a single GEMM instead of being spread over
 #   the step, and dO double-buffered. MHA B2 H16 S4096 causal deterministic / default mode (H200, 2026-11-30,
 #   fourteenth session): 1.30x -> 1.16x with the 160-wide chunk, 1.10x with dO double-buffered too (1.20x with the
 #   release at the top as well: not taken). The default mode measured the 32-wide chunks faster (bench_variants
 #   d160_c160). d224's 224-wide chunk measured 1.23x -> 1.17x but spills (80-88 bytes of stack on sm_90a, 8 on
 #   sm_120a), so it keeps 32; the other pads already take their whole dQ in one chunk.
+# - d96, d128: _ORDERED_PIPE (above).
 _ORDERED_CHANGES = {
     32: {"release_at_top": True},
     48: {"release_at_top": True},
-    96: _LAG_BARRIER,
-    128: {**_MID_BARRIER, "do_stages": 1, "release_at_top": True},
+    96: _ORDERED_PIPE,
+    128: {**_ORDERED_PIPE, "dq_red_v4": False},
     160: {"dq_chunk": 160, "do_stages": 2},
     224: {"release_at_top": True},
 }
@@ -252,9 +266,10 @@ GRID_VARIANTS = {
 }
 
 
-def pipe_mbarriers(stages: int) -> int:
-    """bwd_main_pipe's mbarriers: a full and an empty one per Q/dO stage and per dS^T buffer (two)."""
-    return 2 * stages + 4
+def pipe_mbarriers(stages: int, ordered: bool = False) -> int:
+    """bwd_main_pipe's mbarriers: a full and an empty one per Q/dO stage and per dS^T buffer (two), and with ordered
+    dQ two "adds done" ones (one per dS^T buffer's step)."""
+    return 2 * stages + 4 + (2 if ordered else 0)
 
 
 def swizzle_atom_cols(cols: int) -> int:

@@ -100,7 +100,8 @@ BITWISE_CASES = {
     # causal without a left bound: the longest-first order (heads outermost), many KV tiles per query tile
     "causal": Case(b=2, hq=8, hkv=2, sq=1500, skv=1500, dqk=128, dv=128, causal=True, alignment=TL,
                    seq_len_q=[1500, 999], seq_len_kv=[1500, 1200], sink=-0.5, deterministic=True, seed=4),
-    # dQ one step behind (bwd_main_lag): a step's adds come a trip later and its release two trips later
+    # dQ one step behind on mbarriers (bwd_main_pipe, ordered): a step's adds come a trip later, its release after
+    # the next trip's GEMMs, from warp step % 8
     "lagged": Case(b=2, hq=8, hkv=2, sq=1200, skv=1100, dqk=96, dv=96, causal=True, alignment=BR,
                    seq_len_q=[1200, 801], seq_len_kv=[1100, 1000], sink=0.6, deterministic=True, seed=8),
     # the warp-grid kernel: one pass double-buffered (d192), two passes single-buffered (d256)
@@ -176,8 +177,8 @@ def _bits(t):
 def test_sanitizer_features(det):
     """Small GQA + padding + band + sink (+ dlse) configuration for compute-sanitizer (memcheck / racecheck): one
     head dim per main-kernel tile family (rows kernel with 8/4 warps and one/two passes, the warp-grid kernel, with
-    V as wide as Q/K and narrower; d96 and d128: dQ one step behind on mbarriers in the default mode, d96's with
-    its barrier in deterministic mode)."""
+    V as wide as Q/K and narrower; d96 and d128: dQ one step behind on mbarriers, in deterministic mode released
+    through an "adds done" mbarrier by the warps in turn)."""
     run_cases([Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
                     band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
                     dlse=d == 128, seed=d) for d in (64, 96, 128, 192, 256)]

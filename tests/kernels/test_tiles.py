@@ -84,28 +84,44 @@ def test_copy_threads_never_reach_past_a_tile():
 
 def test_the_ordered_set_compiles_its_own_changes_to_a_tile():
     """KernelKey.tile applies tiles._ORDERED_CHANGES to the ordered set only (d160 takes its whole dQ in one chunk
-    there, d128 releases at the top), the compile keys of the two sets differ, and both tiles are checked."""
+    there, d32 releases at the top), the compile keys of the two sets differ, and both tiles are checked."""
     from frost.kernels.compile import KernelKey
 
     atomic, ordered = (KernelKey("bfloat16", 160, "sm_120a", 0, o).tile for o in (False, True))
     assert (atomic.dq_chunk, ordered.dq_chunk, ordered.do_stages) == (32, 160, 2)
     assert tile_key(atomic) != tile_key(ordered) and {atomic, ordered} <= set(all_tiles())
     assert KernelKey("bfloat16", 64, "sm_120a", 0, True).tile == KernelKey("bfloat16", 64, "sm_120a").tile
-    assert [KernelKey("bfloat16", 128, "sm_120a", 0, o).tile.release_at_top for o in (False, True)] == [False, True]
-    # the lagged dQ: with its barrier (bwd_main_lag) in both sets at d80 and in d96's ordered set, three stages on
-    # mbarriers (bwd_main_pipe) in the atomic sets at d96 and d128; d128's ordered set keeps the two-barrier step
-    lag80 = [KernelKey("bfloat16", 80, "sm_120a", 0, o).tile for o in (False, True)]
-    pipe96, lag96 = (KernelKey("bfloat16", 96, "sm_120a", 0, o).tile for o in (False, True))
-    pipe128, mid128 = (KernelKey("bfloat16", 128, "sm_120a", 0, o).tile for o in (False, True))
-    for t in (*lag80, lag96):
-        assert (t.dq_lag, t.dq_lag_mbar, t.q_stages, t.do_stages) == (True, False, 2, 2), t
-    for t in (pipe96, pipe128):
-        assert (t.dq_lag, t.dq_lag_mbar, t.q_stages, t.do_stages, t.k_in_regs) == (True, True, 3, 3, False), t
-    assert (mid128.dq_lag, mid128.dq_lag_mbar, mid128.k_in_regs, mid128.q_stages) == (False, False, True, 2)
+    assert [KernelKey("bfloat16", 32, "sm_120a", 0, o).tile.release_at_top for o in (False, True)] == [False, True]
+    # the lagged dQ: with its barrier (bwd_main_lag) in both sets at d80; three stages on mbarriers (bwd_main_pipe)
+    # in both sets at d96 and d128, the ordered sets releasing after the trip's GEMMs and in turn over the warps
+    for o in (False, True):
+        t = KernelKey("bfloat16", 80, "sm_120a", 0, o).tile
+        assert (t.dq_lag, t.dq_lag_mbar, t.q_stages, t.do_stages, t.release_late) == (True, False, 2, 2, False), t
+    for d in (96, 128):
+        pipe, opipe = (KernelKey("bfloat16", d, "sm_120a", 0, o).tile for o in (False, True))
+        for t in (pipe, opipe):
+            assert (t.dq_lag, t.dq_lag_mbar, t.q_stages, t.do_stages, t.k_in_regs) == (True, True, 3, 3, False), t
+        assert (pipe.release_late, pipe.release_rotate, opipe.release_late, opipe.release_rotate) == (
+            False, False, True, True)
+        assert tile_key(pipe) != tile_key(opipe)
+    # the 16-byte dQ adds spill d128's ordered pipe on sm_120a
+    assert [KernelKey("bfloat16", 128, "sm_120a", 0, o).tile.dq_red_v4 for o in (False, True)] == [True, False]
     narrow = KernelKey("bfloat16", 192, "sm_120a", 128, True).tile
     assert narrow == KernelKey("bfloat16", 192, "sm_120a", 128).tile and narrow.dv_pad == 128
     for t in (atomic, ordered):
         t.check()
+
+
+def test_only_the_lagged_step_places_its_release():
+    """release_late / release_rotate choose where bwd_main_lag's and bwd_main_pipe's ordered releases go; bwd_main's
+    step releases at its barriers, so its tiles refuse them."""
+    from frost.kernels.tiles import TileConfig
+
+    lag = TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True)
+    for field in ("release_late", "release_rotate"):
+        dataclasses.replace(lag, **{field: True}).check()
+        with pytest.raises(AssertionError, match="lagged step's releases"):
+            dataclasses.replace(lag, dq_lag=False, **{field: True}).check()
 
 
 def test_a_target_that_spills_a_tile_compiles_its_own_changes():
@@ -135,18 +151,19 @@ def test_a_lagged_dq_tile_needs_v_in_registers_and_both_operands_double_buffered
             dataclasses.replace(lag, **bad).check()
     with pytest.raises(AssertionError, match="dq_lag_mbar"):  # the mbarriers pipeline the lagged step only
         dataclasses.replace(lag, dq_lag=False, dq_lag_mbar=True).check()
-    assert dataclasses.replace(lag, dq_lag_mbar=True).smem_bytes() == lag.smem_bytes() + 64  # eight mbarriers
+    # eight mbarriers, and two more that the ordered set allocates
+    assert dataclasses.replace(lag, dq_lag_mbar=True).smem_bytes() == lag.smem_bytes() + 80
     with pytest.raises(AssertionError, match="three stages"):  # loads two steps ahead: the mbarrier pipeline only
         dataclasses.replace(lag, q_stages=3, do_stages=3).check()
     three = dataclasses.replace(lag, q_stages=3, do_stages=3, dq_lag_mbar=True)
     three.check()  # dO's three stages and dS^T's two buffers outgrow V's 32 KB: 40 KB
-    assert three.smem_bytes() == 128 * 128 * 2 + 40 * 1024 + 3 * 32 * 128 * 2 + 2 * 3 * 32 * 4 + 10 * 8
+    assert three.smem_bytes() == 128 * 128 * 2 + 40 * 1024 + 3 * 32 * 128 * 2 + 2 * 3 * 32 * 4 + 12 * 8
 
 
 def test_16_byte_dq_adds_need_16_column_warp_slices():
     """dq_red_v4 joins a warp's two 8-column dQ atoms of a tiled-MMA step (a 16-column slice) into one 16-byte add
-    per lane pair: the 8-column slices of d48/d80/d96 and the grid kernel's dQ are refused; d64 and d128 serve it
-    in both dQ orders."""
+    per lane pair: the 8-column slices of d48/d80/d96 and the grid kernel's dQ are refused; d64 serves it in both
+    dQ orders, d128 in the atomic set (its ordered pipe spills with it on sm_120a)."""
     from frost.kernels.tiles import GRID_VARIANTS, tile_for_order, tile_for_pads
 
     for pad in (48, 80, 96):
@@ -155,7 +172,6 @@ def test_16_byte_dq_adds_need_16_column_warp_slices():
             dataclasses.replace(tile_for_pads(pad), dq_red_v4=True).check()
     with pytest.raises(AssertionError, match="dq_red_v4"):
         dataclasses.replace(next(iter(GRID_VARIANTS.values())), dq_red_v4=True).check()
-    for pad in (64, 128):
-        for ordered in (False, True):
-            tile = tile_for_order(tile_for_pads(pad), ordered)
-            assert tile.dq_red_v4 and tile.dq_col_step == 16, (pad, ordered)
+    for pad, ordered in ((64, False), (64, True), (128, False)):
+        tile = tile_for_order(tile_for_pads(pad), ordered)
+        assert tile.dq_red_v4 and tile.dq_col_step == 16, (pad, ordered)
