@@ -6,7 +6,7 @@ from __future__ import annotations
 import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
-from cutlass._mlir.dialects import llvm
+from cutlass._mlir.dialects import arith, llvm
 from cutlass.cutlass_dsl import dsl_user_op
 
 from frost.kernels.tiles import swizzle_atom_cols
@@ -256,6 +256,14 @@ def store_acc(acc: cute.Tensor, g: cute.Tensor, coords: cute.Tensor, row_limit: 
                 g[crd].store(acc[crd].load())
             else:
                 g[crd].store((acc[crd].load() * scale).to(g.element_type))
+
+
+@dsl_user_op
+def unsigned_le(a: Int32, b: Int32, *, loc=None, ip=None) -> cutlass.Boolean:
+    """a <= b with both int32 values read as unsigned (one ISETP.LE.U32; the DSL compares Int32 signed even when
+    cast to Uint32)."""
+    return cutlass.Boolean(arith.cmpi(arith.CmpIPredicate.ule, Int32(a).ir_value(loc=loc, ip=ip),
+                                      Int32(b).ir_value(loc=loc, ip=ip), loc=loc, ip=ip))
 
 
 @dsl_user_op

@@ -22,6 +22,8 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
 
+from frost.kernels import cute_utils as cu
+
 NO_BOUND = 1 << 30
 ALIGNMENTS = ("top_left", "bottom_right")
 
@@ -161,16 +163,18 @@ class AttentionMask:
                     keys_on_rows: cutlass.Constexpr, by_difference: cutlass.Constexpr = False):
         """A P tile in MN view, (row, key) or, with ``keys_on_rows``, P^T in (key, row): hidden entries become
         exactly 0. ``coord_mn`` holds the tile-local coordinates of the same view. ``by_difference`` (a tile's
-        TileConfig.diff_mask): the band test is one difference and two compares per entry (key - row against the
-        offsets; no overflow: |key - row| < 2^30), the key bound a second loop run only on a tile that straddles
-        seqlen_kv; otherwise each entry runs ``visible``."""
+        TileConfig.diff_mask): the band test is one unsigned compare per entry, key - row - left_offset <=
+        right_offset - left_offset (= L + R < 2^31; a difference below left_offset wraps past it; |key - row| <
+        2^30), the key bound a second loop run only on a tile that straddles seqlen_kv; otherwise each entry runs
+        ``visible``."""
         row0, key0 = m_block * m_block_size, n_block * n_block_size
+        if cutlass.const_expr(by_difference):
+            base, width = key0 - row0 - self.left_offset, self.right_offset - self.left_offset
         for r in cutlass.range_constexpr(cute.size(p_mn, mode=[0])):
             for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
                 row, key = _row_key(coord_mn, r, c, keys_on_rows)
                 if cutlass.const_expr(by_difference):
-                    d = key0 - row0 + key - row
-                    vis = (d >= self.left_offset) & (d <= self.right_offset)
+                    vis = cu.unsigned_le(base + key - row, width)
                 else:
                     vis = self.visible(row0 + row, key0 + key)
                 p_mn[r, c] = p_mn[r, c] if vis else cutlass.Float32(0.0)

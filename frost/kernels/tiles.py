@@ -83,9 +83,12 @@ class TileConfig:
     # writes dQ in the io dtype (no accumulator zeroing, no convert pass; ordering.dq_order_wait). False where that
     # code spills (d192 grid on sm_90a): there ordered adds go into the zeroed accumulator, converted after.
     dq_direct: bool = True
-    # masked tiles test key - row against the band offsets (AttentionMask.zero_hidden(by_difference)): d128 GQA
-    # 2,32,8,4096 causal 3.156 -> 3.064 ms, but gpt-oss causal (d64) 2.572 -> 2.595 ms (H200, 2026-11-30); only
-    # where measured faster
+    # masked tiles test key - row against the band offsets, one unsigned compare per score
+    # (AttentionMask.zero_hidden(by_difference)): d128 GQA 2,32,8,4096 causal 3.156 -> 3.064 ms (two compares then),
+    # but gpt-oss causal (d64) 2.572 -> 2.595 ms (H200, 2026-11-30); one compare instead of two (nineteenth session):
+    # GQA d128 window 128 + sink -0.9 %, causal -0.2 %. d64's ordered set with it: gpt-oss window 128 + sink 0.468 ->
+    # 0.455 ms, but its causal deterministic run 1.086x -> 1.114x the default mode (d64's atomic set: causal
+    # +1.2 %), so d128 only
     diff_mask: bool = False
     # ordered dQ (bwd_main's step; set in _ORDERED_CHANGES, so only the ordered set has it): release the previous
     # step's query tile right after the top-of-step barrier instead of after the mid-step one, half a step earlier. GQA
