@@ -164,9 +164,9 @@ class AttentionMask:
         """A P tile in MN view, (row, key) or, with ``keys_on_rows``, P^T in (key, row): hidden entries become
         exactly 0. ``coord_mn`` holds the tile-local coordinates of the same view. ``by_difference`` (a tile's
         TileConfig.diff_mask): the band test is one unsigned compare per entry, key - row - left_offset <=
-        right_offset - left_offset (= L + R < 2^31; a difference below left_offset wraps past it; |key - row| <
-        2^30), the key bound a second loop run only on a tile that straddles seqlen_kv; otherwise each entry runs
-        ``visible``."""
+        right_offset - left_offset (= L + R <= 2^31, read unsigned; a difference below left_offset wraps past it;
+        |key - row| < 2^30; the int32 arithmetic wraps, no overflow flags), the key bound a second loop run only on a
+        tile that straddles seqlen_kv; otherwise each entry runs ``visible``."""
         row0, key0 = m_block * m_block_size, n_block * n_block_size
         if cutlass.const_expr(by_difference):
             base, width = key0 - row0 - self.left_offset, self.right_offset - self.left_offset
