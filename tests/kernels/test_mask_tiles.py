@@ -10,6 +10,7 @@ diag - L <= j - i <= diag + R (diag = skv - sq bottom-right, 0 top-left).
   would share a rank (a race). Its last visitor writes dQ: a KV tile is the last exactly for the query tiles below
   the next KV tile's first one (what ``next_tile_begin`` returns), and every row the preprocess leaves alone
   (``row_sees_no_key`` false) lies in a query tile some KV tile walks, so its dQ row is written.
+- The launch grid (``ordering.block_order``) deals a head's KV tiles out in ascending order in both of its orders.
 
 The jit-decorated methods are called through ``__wrapped__``: the same source, evaluated on Python ints."""
 
@@ -86,3 +87,38 @@ def test_walks_cover_the_band_and_visitors_rank_from_first_n_block(case):
         assert bool(sees_no_key(mask, i)) == (not has_key), i
         if has_key:
             assert any(i // m_size in walked[n] for n in range(n_tiles)), i
+
+
+@pytest.mark.parametrize("left, right, ordered, kv_slowest", [
+    (None, 0, False, True),       # causal: the long walks first
+    (None, 0, True, True),
+    (None, None, False, False),   # no mask, default mode: a head's KV tiles together (they share Q/dO in L2)
+    (None, None, True, True),     # no mask, ordered: a few KV tiles of every head per wave (no release convoy)
+    (128, 0, True, False),        # a window: equal short walks, a head's KV tiles together
+    (128, None, False, False),
+])
+def test_block_order_puts_kv_tiles_slowest_for_causal_walks_and_unbounded_ordered_dq(left, right, ordered,
+                                                                                     kv_slowest):
+    """ordering.block_order: which grid a problem gets, and that every grid holds each (KV tile, kv head, batch)
+    once with a head's KV tiles in ascending launch order (ordered dQ's deadlock freedom)."""
+    from frost.kernels.mask import FLAG_KV_SLOWEST, FLAG_ORDERED_DQ
+    from frost.kernels.ordering import MAX_GRID_YZ, block_order
+
+    n_kv, heads_kv, batch = 5, 3, 2
+    flags_in = FLAG_ORDERED_DQ if ordered else 0
+    grid, flags = block_order.__wrapped__(n_kv, heads_kv, batch, NO_BOUND if left is None else left,
+                                          NO_BOUND if right is None else right, flags_in)
+    grid, flags = tuple(int(g) for g in grid), int(flags)
+    assert bool(flags & FLAG_KV_SLOWEST) == kv_slowest and flags & ~FLAG_KV_SLOWEST == flags_in
+    launch = []  # (KV tile, kv head, batch) in linear block order, x fastest (kv_tile_of_block's mapping)
+    for z in range(grid[2]):
+        for y in range(grid[1]):
+            for x in range(grid[0]):
+                launch.append((z, x, y) if kv_slowest else (x, y, z))
+    assert sorted(launch) == [(n, h, b) for n in range(n_kv) for h in range(heads_kv) for b in range(batch)]
+    for h in range(heads_kv):
+        for b in range(batch):
+            assert [n for n, hh, bb in launch if (hh, bb) == (h, b)] == list(range(n_kv))
+    # past the grid's y/z limit the KV tiles stay in x
+    grid, flags = block_order.__wrapped__(MAX_GRID_YZ + 1, 1, 1, NO_BOUND, 0, flags_in)
+    assert int(grid[0]) == MAX_GRID_YZ + 1 and not int(flags) & FLAG_KV_SLOWEST
