@@ -52,7 +52,7 @@ class BwdMainPipeKernel(BwdMainLagKernel):
         super().__init__(dtype, tile, arch, ordered)
         S = tile.q_stages  # mbarrier index of stage / buffer 0 of each kind (the others follow)
         self.FULL, self.EMPTY, self.DS_FULL, self.DS_EMPTY = 0, S, 2 * S, 2 * S + 2
-        self.ADDS_DONE = 2 * S + 4  # (ordered dQ: every thread's adds of a step issued, two)
+        self.ADDS_DONE = pipe_mbarriers(S)  # ordered dQ: two more after those, every thread's adds of a step issued
         self.mbarriers = pipe_mbarriers(S, ordered)
 
     @cute.jit
