@@ -46,7 +46,6 @@ from frost.kernels.bwd_main_lag import BwdMainLagKernel
 from frost.kernels.tiles import pipe_mbarriers
 
 
-
 class BwdMainPipeKernel(BwdMainLagKernel):
     def __init__(self, dtype, tile, arch, ordered: bool = False):
         super().__init__(dtype, tile, arch, ordered)
@@ -65,16 +64,20 @@ class BwdMainPipeKernel(BwdMainLagKernel):
         """The mbarrier of ``kind`` for stage / buffer ``i % n``."""
         return walk.mbar + kind + i % n
 
+    def _phase(self, i, n: int = 2):
+        """Parity of the completion of the ``i % n`` barrier of a kind that belongs to step / use ``i``."""
+        return (i // n) % 2
+
     def _stage_bar(self, walk, kind: int, step):
         return self._bar(walk, kind, step, self.tile.q_stages)
 
     def _stage_phase(self, step):
-        """Parity of the completion of a stage barrier that belongs to ``step``."""
-        return (step // self.tile.q_stages) % 2
+        return self._phase(step, self.tile.q_stages)
 
     @cute.jit
     def _init_sync(self, walk):
-        """The eight mbarriers, before the walk's first CTA barrier (which orders them before any use)."""
+        """Every mbarrier (pipe_mbarriers), before the walk's first CTA barrier (which orders them before any
+        use)."""
         if cute.arch.thread_idx()[0] == 0:
             for k in cutlass.range_constexpr(self.mbarriers):
                 cute.arch.mbarrier_init(walk.mbar + k, self.num_threads)
@@ -98,7 +101,7 @@ class BwdMainPipeKernel(BwdMainLagKernel):
     @cute.jit
     def _before_ds_store(self, walk, it):
         if it >= 2:
-            cute.arch.mbarrier_wait(self._bar(walk, self.DS_EMPTY, it), ((it - 2) // 2) % 2)
+            cute.arch.mbarrier_wait(self._bar(walk, self.DS_EMPTY, it), self._phase(it - 2))
 
     @cute.jit
     def _after_ds_store(self, walk, it):
@@ -110,7 +113,7 @@ class BwdMainPipeKernel(BwdMainLagKernel):
 
     @cute.jit
     def _before_ds_reads(self, walk, step):
-        cute.arch.mbarrier_wait(self._bar(walk, self.DS_FULL, step), (step // 2) % 2)
+        cute.arch.mbarrier_wait(self._bar(walk, self.DS_FULL, step), self._phase(step))
 
     @cute.jit
     def _after_ds_reads(self, walk, step):
@@ -127,4 +130,4 @@ class BwdMainPipeKernel(BwdMainLagKernel):
         """(the releasing warp, whose elected lane releases: the arrive's release and this wait's acquire put every
         thread's adds before the release, which is cumulative)"""
         if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == self._release_warp(step):
-            cute.arch.mbarrier_wait(self._bar(walk, self.ADDS_DONE, step), (step // 2) % 2)
+            cute.arch.mbarrier_wait(self._bar(walk, self.ADDS_DONE, step), self._phase(step))
