@@ -27,6 +27,10 @@ runs on a kernel set of its own, see ``deterministic``):
   Ordered dQ runs on a kernel set of its own (KernelConfig.ordered, chosen by choose_config from the band and
   the mode); a CompiledBackward called with a problem of the other kind compiles that twin set on first use.
 
+Problems without GQA (Hq == Hkv) run on a set compiled with other ptxas options where that measured faster for
+them only (compile.MHA_PTXAS: d64's atomic set; KernelConfig.mha, from choose_config's ``gqa_group``); the same
+code, so any set serves any problem, and a CompiledBackward fetches the one a problem should get on first use.
+
 A call allocates nothing and never synchronizes (one call into the compiled host entry enqueues the three kernels
 on the stream, plus a dsink zero-fill when Sq = 0), so it can be captured in a CUDA graph. A call checks its
 tensors, then runs a launch.Launch; callers that check the tensors themselves (the engine, whose executor checks
@@ -39,7 +43,7 @@ from dataclasses import dataclass, replace
 
 from frost.kernels import rowwise
 from frost.kernels.arch import arch_config
-from frost.kernels.compile import DTYPES, KernelKey, get_kernels
+from frost.kernels.compile import DTYPES, KernelKey, get_kernels, has_mha_set
 from frost.errors import TensorError
 from frost.kernels.launch import Launch, Problem, orders_dq, problem_orders_dq, seq_pad
 from frost.analyzer.capability import CUTE_SM120, max_seq_q
@@ -60,10 +64,17 @@ class KernelConfig:
     tile: TileConfig           # main-kernel tile config (filled by choose_config; its dv_pad is V's width; the
     #                            ordered set and some targets compile tiles.tile_for_target of it: kernel_key.tile)
     ordered: bool = False      # dQ added in KV-tile order (launch.orders_dq; filled by choose_config)
+    mha: bool = False          # the set tuned for problems without GQA (compile.MHA_PTXAS; filled by choose_config)
 
     @property
     def kernel_key(self) -> KernelKey:
-        return KernelKey(self.dtype, self.head_dim_pad, self.arch, self.tile.head_dim_v_pad, self.ordered)
+        return KernelKey(self.dtype, self.head_dim_pad, self.arch, self.tile.head_dim_v_pad, self.ordered, self.mha)
+
+    def for_problem(self, p: Problem) -> "KernelConfig":
+        """This config with the dQ order and the MHA set the problem gets (the runtime values stay)."""
+        ordered = problem_orders_dq(self, p)
+        mha = p.heads == p.heads_kv and has_mha_set(self.head_dim_pad, self.tile.head_dim_v_pad, ordered)
+        return self if (ordered, mha) == (self.ordered, self.mha) else replace(self, ordered=ordered, mha=mha)
 
     @property
     def mask(self) -> MaskSpec:
@@ -72,16 +83,18 @@ class KernelConfig:
 
 def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, alignment: str, arch: str, *,
                   band_left: int | None = None, band_right: int | None = None,
-                  deterministic: bool = False) -> KernelConfig:
-    """The config of a problem. The band and the mode pick whether dQ is ordered (its own kernel set); a
-    CompiledBackward still serves the other kind of problem, through its twin set."""
+                  deterministic: bool = False, gqa_group: int | None = None) -> KernelConfig:
+    """The config of a problem. The band and the mode pick whether dQ is ordered (its own kernel set), the GQA
+    group (Hq / Hkv; None: not known yet) whether the set tuned for MHA serves it; a CompiledBackward still serves
+    the other kinds of problem, through its twin sets."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} not in {DTYPES}")
     arch_config(arch)
     tile = tile_for(head_dim_qk, head_dim_v)
+    pad = pad_head_dim(head_dim_qk)
     ordered = orders_dq(tile, MaskSpec(bool(causal), alignment, band_left, band_right), deterministic)
-    return KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch,
-                        pad_head_dim(head_dim_qk), tile, ordered)
+    mha = gqa_group == 1 and has_mha_set(pad, tile.head_dim_v_pad, ordered)
+    return KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch, pad, tile, ordered, mha)
 
 
 def compile_key(cfg: KernelConfig) -> str:
@@ -124,7 +137,7 @@ class CompiledBackward:
         self.cfg = cfg
         self.kernels = get_kernels(cfg.kernel_key) if kernels is None else kernels
         self._launches: dict[Problem, Launch] = {}   # __call__'s bound launches, so repeated calls replay graphs
-        self._twin: CompiledBackward | None = None   # the set of the other dQ order (problems of the other kind)
+        self._twins: dict = {}   # (ordered, mha) -> the set of problems of another kind (KernelConfig.for_problem)
 
     def with_config(self, cfg: KernelConfig) -> "CompiledBackward":
         """The same compiled kernels launched with another config's runtime values (mask kind, logical head
@@ -164,11 +177,12 @@ class CompiledBackward:
                               "(32-bit offsets into one head's fp32 dQ accumulator)")
         if p.seq_kv > CUTE_SM120.max_seq:
             raise TensorError("k.shape[2] (seq_kv)", p.seq_kv, f"at most {CUTE_SM120.max_seq}")
-        cfg = self.cfg
-        if problem_orders_dq(cfg, p) != cfg.ordered:
-            if self._twin is None:
-                self._twin = CompiledBackward(replace(cfg, ordered=not cfg.ordered))
-            return self._twin.bind(p)
+        cfg = self.cfg.for_problem(p)
+        if cfg is not self.cfg:
+            twin = self._twins.get((cfg.ordered, cfg.mha))
+            if twin is None:
+                twin = self._twins[cfg.ordered, cfg.mha] = CompiledBackward(cfg)
+            return twin.bind(p)
         return Launch(self.kernels, cfg, p)
 
     def _check(self, q, k, v, o, do, lse, dq, dk, dv, workspace):

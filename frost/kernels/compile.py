@@ -6,7 +6,9 @@ set's main kernel is compiled for ordered dQ alone, which lets it read each sema
 ordering.dq_order_wait, without slowing the default mode's kernel; its preprocess and convert kernels know whether
 the main kernel writes dQ, mask.main_writes_dq). Batch, heads (and the GQA group), sequence lengths (full and per
 batch), logical head dims, strides, scale, the mask (band bounds, alignment) and the sink are runtime arguments
-(flags and pointers), so one compiled set serves every shape and feature combination of its key.
+(flags and pointers), so one compiled set serves every shape and feature combination of its key. Where ptxas
+options measured faster for problems without GQA only (MHA_PTXAS), such problems get a set of their own (``mha``:
+the same code, compiled with those options; correct for any problem, chosen for Hq == Hkv).
 Compiling for an arch other than the device's (or with no GPU) is a cross-compile: the result can be inspected
 (PTX, cubin) and exported but not launched.
 
@@ -22,6 +24,20 @@ from frost.kernels.tiles import TileConfig, tile_for_pads, tile_for_target
 
 DTYPES = ("float16", "bfloat16")
 
+# ptxas options of the sets compiled for problems without GQA (KernelKey.mha), by (Q/K pad, V pad, ordered).
+# --register-usage-level 6 (ptxas's default is 5: higher trades registers for schedule). H200 bf16, the served tile
+# compiled both ways, same process (twentieth session): MHA d64 B4 H16 S4096 -4.5 % non-causal, -2.7 % causal; B2
+# causal -2.7 %, B1 S16384 causal -4.0 %, B16 S1024 -2.6 %. With GQA groups the same build is slower (gpt-oss
+# 2,64,8 causal +1.5 %, 2,32,8 causal +1.1 %, 2,64,8 non-causal +1.1 %; deterministic gpt-oss +2.2 %), so the
+# default set keeps ptxas's default; at the other pads it measured within -0.4 % to +1.4 % (d48, d224, d256
+# slower), so only d64's atomic set has an MHA twin. No spills (sm_120a 250/255 registers bf16/fp16).
+MHA_PTXAS = {(64, 0, False): "--register-usage-level 6"}
+
+
+def has_mha_set(head_dim_pad: int, head_dim_v_pad: int, ordered: bool) -> bool:
+    """Whether problems without GQA get a set of their own for this key (MHA_PTXAS)."""
+    return (head_dim_pad, head_dim_v_pad, ordered) in MHA_PTXAS
+
 
 @dataclass(frozen=True)
 class KernelKey:
@@ -30,6 +46,12 @@ class KernelKey:
     arch: str           # "sm_120a" | "sm_121a" | "sm_90a"
     head_dim_v_pad: int = 0  # 0: V padded like Q/K (tiles.tile_for_pads)
     ordered: bool = False    # dQ added in KV-tile order (launch.orders_dq), else atomically
+    mha: bool = False        # the set for problems without GQA, compiled with MHA_PTXAS (serves any problem)
+
+    def __post_init__(self):
+        if self.mha and not has_mha_set(self.head_dim_pad, self.head_dim_v_pad, self.ordered):
+            raise ValueError(f"no MHA set for d{self.head_dim_pad} (V pad {self.head_dim_v_pad}, ordered "
+                             f"{self.ordered}); MHA_PTXAS has {sorted(MHA_PTXAS)}")
 
     @property
     def tile(self) -> TileConfig:
@@ -38,7 +60,8 @@ class KernelKey:
                                self.dtype)
 
     def as_str(self) -> str:
-        return f"frost.bwd.v4:{self.arch}:{self.dtype}:{tile_key(self.tile)}:o{int(self.ordered)}"
+        mha = ":mha" if self.mha else ""
+        return f"frost.bwd.v4:{self.arch}:{self.dtype}:{tile_key(self.tile)}:o{int(self.ordered)}{mha}"
 
 
 def tile_key(t: TileConfig) -> str:
@@ -94,6 +117,8 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
         raise ValueError(f"dtype {key.dtype!r} not in {DTYPES}")
     dt = _cutlass_dtype(key.dtype)
     opts = f"--gpu-arch {key.arch} --enable-tvm-ffi"
+    if key.mha:
+        opts += f" --ptxas-options '{MHA_PTXAS[key.head_dim_pad, key.head_dim_v_pad, key.ordered]}'"
     if keep_cubin:  # the DSL writes kept artifacts into the dump dir (cwd by default): keep them out of the tree
         import tempfile
 

@@ -8,7 +8,8 @@ The served set is small by design: the compiled code depends only on (dtype, pad
 group and the sink are runtime values -- so 2 dtypes x 11 padded head-dim pairs (the 10 pads, V padded like Q/K,
 plus 192/128 with narrower V tiles: tiles.served_pads) x 2 archs x 2 dQ orders (atomic; ordered, for
 deterministic mode and narrow bands: KernelKey.ordered) = 88 kernel sets cover every head dim (multiple of 8,
-<= 256, Dv <= Dqk) and feature combination. The unserved 2-D warp-grid
+<= 256, Dv <= Dqk) and feature combination; problems without GQA get d64's atomic set compiled with other ptxas
+options (compile.MHA_PTXAS, KernelKey.mha: 4 more sets). The unserved 2-D warp-grid
 kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked too. Compiles run in parallel processes (one
 per CPU).
 
@@ -46,11 +47,13 @@ def _tool(name: str) -> str:
 def _builds():
     """(key, tile override, label): every served set, plus the unserved grid-kernel variants (bf16) so that code
     keeps building too."""
-    from frost.kernels.compile import DTYPES, KernelKey
+    from frost.kernels.compile import DTYPES, MHA_PTXAS, KernelKey
     from frost.kernels.tiles import GRID_VARIANTS, served_pads
 
     served = [(KernelKey(dt, d, arch, 0 if dv == d else dv, ordered), None, "") for arch in ARCHS
               for dt in DTYPES for d, dv in served_pads() for ordered in (False, True)]
+    served += [(KernelKey(dt, d, arch, dv, ordered, mha=True), None, "") for arch in ARCHS for dt in DTYPES
+               for d, dv, ordered in MHA_PTXAS]
     variants = [(KernelKey("bfloat16", t.head_dim_pad, arch), t, name) for arch in ARCHS
                 for name, t in GRID_VARIANTS.items()]
     return served, variants
@@ -59,7 +62,8 @@ def _builds():
 def _tag(key, label: str) -> str:
     """arch/dtype/d<Q/K pad>v<V pad><label>: how a built set is named in file names and problems."""
     order = "/ordered" if key.ordered else ""
-    return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{order}{label}"
+    mha = "/mha" if key.mha else ""
+    return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{order}{mha}{label}"
 
 
 def _build(item, outdir):
@@ -101,6 +105,8 @@ def _resources(cuobjdump: str, cubin: str) -> dict:
 
 
 def test_compile_gate():
+    from frost.kernels.compile import MHA_PTXAS
+
     cuobjdump, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
     served, variants = _builds()
     items = served + variants
@@ -123,4 +129,4 @@ def test_compile_gate():
             if "main" in resources and smem + resources["main"]["SHARED"] > SMEM_LIMIT:
                 problems.append(f"{tag} main: shared memory {smem} + {resources['main']['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)
-    assert len(served) == 2 * 2 * 11 * 2 and len(built) == len(items)
+    assert len(served) == 2 * 2 * (11 * 2 + len(MHA_PTXAS)) and len(built) == len(items)

@@ -3,6 +3,7 @@ the values its jit host entry declares, in order -- pointers as ints, strides, s
 last -- and the chain hands each kernel's host entry the values it declares."""
 
 import inspect
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -143,6 +144,33 @@ def test_ordered_dq_has_a_kernel_set_of_its_own(monkeypatch):
     assert bwd.bind(Problem(2, 4, 2, 100, 140, 0.125)).backward is bwd.kernels.backward
 
 
+def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
+    """Where compile.MHA_PTXAS has options for a set (d64, atomic dQ), a problem without GQA binds to its MHA twin
+    (the same code compiled with them, fetched once); GQA problems, ordered dQ and other pads keep the shared set.
+    An MHA set is correct for any problem: its key is the shared set's plus ':mha', and no key claims one that
+    MHA_PTXAS lacks."""
+    from frost.kernels import api
+    from frost.kernels.compile import KernelKey
+
+    cfg, tensors, ws = _problem_tensors()
+    assert not cfg.mha and cfg.kernel_key.as_str() + ":mha" == replace(cfg, mha=True).kernel_key.as_str()
+    assert choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1).mha
+    assert not choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1, deterministic=True).mha
+    assert not choose_config("bfloat16", 128, 128, True, "top_left", "sm_90a", gqa_group=1).mha
+    with pytest.raises(ValueError, match="MHA"):
+        KernelKey("bfloat16", 128, "sm_90a", mha=True)
+    fetched, calls = [], {}
+    monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels(calls))
+    bwd = api.CompiledBackward(cfg, _recording_kernels({}))
+    mha = Problem(2, 4, 4, 100, 140, 0.125)
+    for _ in range(2):
+        bwd.bind(mha)
+    assert fetched == [replace(cfg, mha=True).kernel_key]
+    assert bwd.bind(Problem(2, 4, 2, 100, 140, 0.125)).backward is bwd.kernels.backward
+    bwd.bind(Problem(2, 4, 4, 100, 140, 0.125, deterministic=True))
+    assert fetched[1:] == [replace(cfg, ordered=True).kernel_key]
+
+
 def test_absent_inputs_get_a_stand_in_and_no_flag():
     calls = {}
     cfg, tensors, ws = _problem_tensors()
@@ -204,11 +232,12 @@ def test_bind_refuses_sequences_past_the_accumulator_offsets(d, limit):
     assert all(tile_for(h, h).head_dim_pad == acc_cols(h) for h in range(8, 257, 8))
     assert max_seq_q(CUTE_SM120, d) == limit and (limit + ACC_ROW_PAD) * d > (1 << 31) - 1 >= limit * d
     bwd = CompiledBackward(choose_config("bfloat16", d, d, True, "top_left", "sm_90a"), _recording_kernels({}))
-    bwd.bind(Problem(1, 1, 1, limit, 64, 1.0))   # the limit itself binds
+    # (two query heads per kv head: an MHA problem at d64 would fetch the MHA set, a real compile)
+    bwd.bind(Problem(1, 2, 1, limit, 64, 1.0))   # the limit itself binds
     with pytest.raises(TensorError, match=rf"q\.shape\[2\].*{limit + 1}.*at most {limit}"):
-        bwd.bind(Problem(1, 1, 1, limit + 1, 64, 1.0))
+        bwd.bind(Problem(1, 2, 1, limit + 1, 64, 1.0))
     with pytest.raises(TensorError, match=r"k\.shape\[2\]"):
-        bwd.bind(Problem(1, 1, 1, 64, (1 << 28) + 1, 1.0))
+        bwd.bind(Problem(1, 2, 1, 64, (1 << 28) + 1, 1.0))
 
 
 def test_checked_call_names_the_bad_tensor():

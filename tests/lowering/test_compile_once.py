@@ -74,13 +74,26 @@ def test_ordered_dq_problems_get_the_ordered_kernel_set(fake):
     """Deterministic mode and narrow bands add dQ in KV-tile order, on a kernel set compiled for it (its compile
     key says so); wide bands and the default causal mode share the atomic set."""
     def kernel_key(**kw):   # a plan's compile key is engine|kernel set|features|signatures (lowering.keys)
-        graph = sdpa_backward_graph(2, 4, 512, 64, dtype="bfloat16", causal=True, **kw)
+        graph = sdpa_backward_graph(2, 4, 512, 64, heads_kv=2, dtype="bfloat16", causal=True, **kw)
         (key,) = api.compile(graph, target="sm_120").compile_keys
         return key.split("|")[1]
 
     atomic, ordered = kernel_key(), kernel_key(deterministic=True)
     assert atomic.endswith(":o0") and ordered.endswith(":o1") and atomic[:-1] == ordered[:-1]
     assert kernel_key(band_left=128) == ordered and kernel_key(band_left=1024) == atomic
+
+
+def test_mha_problems_get_the_mha_kernel_set_where_one_exists(fake):
+    """Problems without GQA run on a set compiled with compile.MHA_PTXAS where it has one (d64's atomic set),
+    else on the set every group shares."""
+    def kernel_key(d, heads_kv, **kw):
+        graph = sdpa_backward_graph(2, 4, 512, d, heads_kv=heads_kv, dtype="bfloat16", causal=True, **kw)
+        (key,) = api.compile(graph, target="sm_120").compile_keys
+        return key.split("|")[1]
+
+    assert kernel_key(64, 4) == kernel_key(64, 2) + ":mha" and kernel_key(64, 1) == kernel_key(64, 2)
+    assert kernel_key(64, 4, deterministic=True) == kernel_key(64, 2, deterministic=True)
+    assert kernel_key(128, 4) == kernel_key(128, 2) and not kernel_key(128, 4).endswith(":mha")
 
 
 def test_workspace_layout_and_launch():

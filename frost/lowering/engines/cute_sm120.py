@@ -52,13 +52,14 @@ def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
 
 
 def _config(op, facts: Facts, arch: str):
-    """Causal and alignment live in the config, and whether dQ is ordered (its own kernel set: deterministic mode
-    and narrow bands); band bounds, lengths and the sink are call-time values."""
+    """Causal and alignment live in the config, whether dQ is ordered (its own kernel set: deterministic mode
+    and narrow bands) and whether the set tuned for MHA serves it; band bounds, lengths and the sink are call-time
+    values."""
     from frost.kernels import api
 
     return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, bool(op.causal), facts.alignment,
                              arch, band_left=op.band_left, band_right=op.band_right,
-                             deterministic=facts.deterministic)
+                             deterministic=facts.deterministic, gqa_group=facts.gqa_group)
 
 
 DSINK_SCRATCH = "dsink_scratch"  # the kernels always write dsink when a sink is given; a graph may not want it
