@@ -152,15 +152,15 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     from frost.kernels import api
     from frost.kernels.compile import KernelKey
 
-    cfg, tensors, ws = _problem_tensors()
+    cfg, _, _ = _problem_tensors()
     assert not cfg.mha and cfg.kernel_key.as_str() + ":mha" == replace(cfg, mha=True).kernel_key.as_str()
     assert choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1).mha
     assert not choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1, deterministic=True).mha
     assert not choose_config("bfloat16", 128, 128, True, "top_left", "sm_90a", gqa_group=1).mha
     with pytest.raises(ValueError, match="MHA"):
         KernelKey("bfloat16", 128, "sm_90a", mha=True)
-    fetched, calls = [], {}
-    monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels(calls))
+    fetched = []
+    monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels({}))
     bwd = api.CompiledBackward(cfg, _recording_kernels({}))
     mha = Problem(2, 4, 4, 100, 140, 0.125)
     for _ in range(2):
