@@ -106,7 +106,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     ``tile`` swaps in a tuning variant for the table's tile config; ``features`` go to every call."""
     from frost.kernels import choose_config, detect_arch, workspace_regions
     from frost.kernels.api import CompiledBackward
-    from frost.kernels.compile import compile_kernels, has_mha_set
+    from frost.kernels.compile import compile_kernels
     from frost.kernels.launch import orders_dq
     from frost.kernels.mask import MaskSpec
 
@@ -118,8 +118,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     if tile is not None:  # the variant's pad sizes the dQ accumulator (it may pad wider than the served tile), and
         # the variant decides whether the problem orders dQ and gets the MHA set (the kernel set it is compiled as)
         ordered = orders_dq(tile, MaskSpec(causal, "top_left", **band), deterministic)
-        mha = heads == heads_kv and has_mha_set(tile.head_dim_pad, tile.head_dim_v_pad, ordered)
-        cfg = replace(cfg, head_dim_pad=tile.head_dim_pad, tile=tile, ordered=ordered, mha=mha)
+        cfg = replace(cfg, head_dim_pad=tile.head_dim_pad, tile=tile).with_set(ordered, heads == heads_kv)
     bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.kernel_key, tile=tile))
     ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
           for n, x in workspace_regions(cfg, case.b, heads, case.s, case.s, heads_kv=heads_kv)}

@@ -70,11 +70,15 @@ class KernelConfig:
     def kernel_key(self) -> KernelKey:
         return KernelKey(self.dtype, self.head_dim_pad, self.arch, self.tile.head_dim_v_pad, self.ordered, self.mha)
 
-    def for_problem(self, p: Problem) -> "KernelConfig":
-        """This config with the dQ order and the MHA set the problem gets (the runtime values stay)."""
-        ordered = problem_orders_dq(self, p)
-        mha = p.heads == p.heads_kv and has_mha_set(self.head_dim_pad, self.tile.head_dim_v_pad, ordered)
+    def with_set(self, ordered: bool, without_gqa: bool) -> "KernelConfig":
+        """This config on the kernel set of that dQ order, and on its MHA twin where problems without GQA have one
+        (compile.has_mha_set); the runtime values stay."""
+        mha = without_gqa and has_mha_set(self.head_dim_pad, self.tile.head_dim_v_pad, ordered)
         return self if (ordered, mha) == (self.ordered, self.mha) else replace(self, ordered=ordered, mha=mha)
+
+    def for_problem(self, p: Problem) -> "KernelConfig":
+        """This config on the kernel set the problem gets (with_set)."""
+        return self.with_set(problem_orders_dq(self, p), p.heads == p.heads_kv)
 
     @property
     def mask(self) -> MaskSpec:
@@ -91,10 +95,9 @@ def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, a
         raise ValueError(f"dtype {dtype!r} not in {DTYPES}")
     arch_config(arch)
     tile = tile_for(head_dim_qk, head_dim_v)
-    pad = pad_head_dim(head_dim_qk)
     ordered = orders_dq(tile, MaskSpec(bool(causal), alignment, band_left, band_right), deterministic)
-    mha = gqa_group == 1 and has_mha_set(pad, tile.head_dim_v_pad, ordered)
-    return KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch, pad, tile, ordered, mha)
+    cfg = KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch, pad_head_dim(head_dim_qk), tile)
+    return cfg.with_set(ordered, gqa_group == 1)
 
 
 def compile_key(cfg: KernelConfig) -> str:

@@ -99,8 +99,9 @@ def dq_order_wait(sem_row: cute.Tensor, index: Int32, target: Int32, enabled: cu
 
 @cute.jit
 def dq_order_release(sem_row: cute.Tensor, index: Int32, enabled: cutlass.Boolean, warp=0):
-    """One lane of warp ``warp`` (0 unless given), past a CTA barrier that follows every warp's adds to the tile:
-    count the CTA done with a release increment (orders those adds before it)."""
+    """One lane of warp ``warp`` (0 unless given), past a CTA barrier (bwd_main_pipe: an mbarrier wait) that
+    follows every warp's adds to the tile: count the CTA done with a release increment (orders those adds before
+    it)."""
     if enabled:
         if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == warp:
             with cute.arch.elect_one():
