@@ -26,6 +26,11 @@ runs on a kernel set of its own, see ``deterministic``):
   128-token window) are ordered in the default mode too, where that measured faster (launch.orders_dq).
   Ordered dQ runs on a kernel set of its own (KernelConfig.ordered, chosen by choose_config from the band and
   the mode); a CompiledBackward called with a problem of the other kind compiles that twin set on first use.
+  Deterministic mode at d96/d128 outside those narrow bands runs instead on a set whose main kernel stores dS^T
+  and whose own GEMM kernel then sums dQ per query tile in KV-tile order (KernelConfig.dq_gemm, dq_gemm.py:
+  1.04-1.08x the default mode against the ordered adds' 1.12-1.15x), when the config was chosen for
+  deterministic mode (workspace_regions sizes its dS^T workspace) and that workspace is at most
+  dq_gemm.DQ_GEMM_MAX_BYTES; otherwise it orders the adds.
 
 Problems without GQA (Hq == Hkv) run on a set compiled with other ptxas options where that measured faster for
 them only (compile.MHA_PTXAS: d64's atomic set; KernelConfig.mha, from choose_config's ``gqa_group``); the same
@@ -45,7 +50,9 @@ from frost.kernels import rowwise
 from frost.kernels.arch import arch_config
 from frost.kernels.compile import DTYPES, KernelKey, get_kernels, has_mha_set
 from frost.errors import TensorError
-from frost.kernels.launch import Launch, Problem, orders_dq, problem_orders_dq, seq_pad
+from frost.kernels.dq_gemm import dq_gemm_fits, ds_workspace_bytes
+from frost.kernels.launch import (Launch, Problem, orders_dq, problem_orders_dq, seq_pad, takes_dq_gemm,
+                                  wide_band_dq_gemm)
 from frost.analyzer.capability import CUTE_SM120, max_seq_q
 from frost.kernels.mask import MaskSpec
 from frost.kernels.preprocess import SEM_ROWS
@@ -65,20 +72,29 @@ class KernelConfig:
     #                            ordered set and some targets compile tiles.tile_for_target of it: kernel_key.tile)
     ordered: bool = False      # dQ added in KV-tile order (launch.orders_dq; filled by choose_config)
     mha: bool = False          # the set tuned for problems without GQA (compile.MHA_PTXAS; filled by choose_config)
+    # deterministic mode's set with dQ by a GEMM of its own over a stored dS^T (dq_gemm.py; filled by choose_config
+    # where compile.has_dq_gemm_set; workspace_regions sizes the dS^T workspace for it where dq_gemm_fits)
+    dq_gemm: bool = False
 
     @property
     def kernel_key(self) -> KernelKey:
-        return KernelKey(self.dtype, self.head_dim_pad, self.arch, self.tile.head_dim_v_pad, self.ordered, self.mha)
+        return KernelKey(self.dtype, self.head_dim_pad, self.arch, self.tile.head_dim_v_pad, self.ordered, self.mha,
+                         self.dq_gemm)
 
-    def with_set(self, ordered: bool, without_gqa: bool) -> "KernelConfig":
-        """This config on the kernel set of that dQ order, and on its MHA twin where problems without GQA have one
-        (compile.has_mha_set); the runtime values stay."""
-        mha = without_gqa and has_mha_set(self.head_dim_pad, self.tile.head_dim_v_pad, ordered)
-        return self if (ordered, mha) == (self.ordered, self.mha) else replace(self, ordered=ordered, mha=mha)
+    def with_set(self, ordered: bool, without_gqa: bool, dq_gemm: bool = False) -> "KernelConfig":
+        """This config on the kernel set of that dQ order (ordered relay, atomic adds, or ``dq_gemm``), and on its
+        MHA twin where problems without GQA have one (compile.has_mha_set); the runtime values stay."""
+        mha = without_gqa and not dq_gemm and has_mha_set(self.head_dim_pad, self.tile.head_dim_v_pad, ordered)
+        if (ordered, mha, dq_gemm) == (self.ordered, self.mha, self.dq_gemm):
+            return self
+        return replace(self, ordered=ordered, mha=mha, dq_gemm=dq_gemm)
 
     def for_problem(self, p: Problem) -> "KernelConfig":
-        """This config on the kernel set the problem gets (with_set)."""
-        return self.with_set(problem_orders_dq(self, p), p.heads == p.heads_kv)
+        """This config on the kernel set the problem gets (with_set): a dq_gemm config keeps the deterministic
+        problems whose workspace it sized (takes_dq_gemm), the others go to the relay or the atomic set."""
+        ordered = problem_orders_dq(self, p)
+        gemm = self.dq_gemm and takes_dq_gemm(self, p)
+        return self.with_set(ordered and not gemm, p.heads == p.heads_kv, gemm)
 
     @property
     def mask(self) -> MaskSpec:
@@ -95,9 +111,11 @@ def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, a
         raise ValueError(f"dtype {dtype!r} not in {DTYPES}")
     arch_config(arch)
     tile = tile_for(head_dim_qk, head_dim_v)
-    ordered = orders_dq(tile, MaskSpec(bool(causal), alignment, band_left, band_right), deterministic)
+    mask = MaskSpec(bool(causal), alignment, band_left, band_right)
+    ordered = orders_dq(tile, mask, deterministic)
+    gemm = deterministic and wide_band_dq_gemm(tile, mask)
     cfg = KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch, pad_head_dim(head_dim_qk), tile)
-    return cfg.with_set(ordered, gqa_group == 1)
+    return cfg.with_set(ordered and not gemm, gqa_group == 1, gemm)
 
 
 def compile_key(cfg: KernelConfig) -> str:
@@ -112,10 +130,16 @@ def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, s
     """(name, nbytes) of the caller-owned workspace: fp32 dQ accumulator and per-row LSE*log2(e) and delta
     (rows padded to a multiple of 128), the deterministic-mode dQ-order semaphores (one int32 per 16 rows) and the
     dsink partials (one fp32 per 128 rows). Each region must start 16-byte aligned. No region depends on heads_kv
-    (GQA sums dK/dV in registers) or on the features used, so one workspace serves every call of a shape."""
-    del heads_kv, seq_kv
+    (GQA sums dK/dV in registers) or on the features used, so one workspace serves every call of a shape; a
+    dq_gemm config's dq_accum region holds the dS^T workspace instead (dq_gemm.ds_workspace_bytes: B x Hq x Skv x Sq
+    x 2 bytes) where that fits dq_gemm.DQ_GEMM_MAX_BYTES (the problems that do not fit run on the ordered set,
+    which needs the plain region)."""
+    del heads_kv
     rows = batch * heads_q * seq_pad(seq_q)
-    return [("dq_accum", rows * cfg.head_dim_pad * 4), ("lse_log2", rows * 4), ("delta", rows * 4),
+    acc = rows * cfg.head_dim_pad * 4
+    if cfg.dq_gemm and dq_gemm_fits(batch, heads_q, seq_q, seq_kv):  # the region holds dS^T instead
+        acc = max(acc, ds_workspace_bytes(batch, heads_q, seq_q, seq_kv))
+    return [("dq_accum", acc), ("lse_log2", rows * 4), ("delta", rows * 4),
             ("dq_sem", round_up16(rows // SEM_ROWS * 4)),
             ("dsink_part", round_up16(rows // rowwise.ROWS_PER_CTA * 4))]
 
@@ -140,7 +164,8 @@ class CompiledBackward:
         self.cfg = cfg
         self.kernels = get_kernels(cfg.kernel_key) if kernels is None else kernels
         self._launches: dict[Problem, Launch] = {}   # __call__'s bound launches, so repeated calls replay graphs
-        self._twins: dict = {}   # (ordered, mha) -> the set of problems of another kind (KernelConfig.for_problem)
+        # (ordered, mha, dq_gemm) -> the set of problems of another kind (KernelConfig.for_problem)
+        self._twins: dict = {}
 
     def with_config(self, cfg: KernelConfig) -> "CompiledBackward":
         """The same compiled kernels launched with another config's runtime values (mask kind, logical head
@@ -182,9 +207,10 @@ class CompiledBackward:
             raise TensorError("k.shape[2] (seq_kv)", p.seq_kv, f"at most {CUTE_SM120.max_seq}")
         cfg = self.cfg.for_problem(p)
         if cfg is not self.cfg:
-            twin = self._twins.get((cfg.ordered, cfg.mha))
+            kind = (cfg.ordered, cfg.mha, cfg.dq_gemm)
+            twin = self._twins.get(kind)
             if twin is None:
-                twin = self._twins[cfg.ordered, cfg.mha] = CompiledBackward(cfg)
+                twin = self._twins[kind] = CompiledBackward(cfg)
             return twin.bind(p)
         return Launch(self.kernels, cfg, p)
 

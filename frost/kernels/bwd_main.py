@@ -29,7 +29,8 @@ zero-filled in shared memory, so padded keys get exact-zero dK/dV rows (the whol
 add exact zeros to dQ. The walk is trimmed to the query tiles the band and the lengths let see the KV tile
 (mask.py), so a window-W backward costs O(S*W). Deterministic mode (and narrow bands) order the dQ adds (see
 ordering.dq_order_wait). d80 runs bwd_main_lag's step instead (dQ one step behind, one CTA barrier per step), d96
-and d128 that step on per-stage mbarriers with three Q/dO stages (bwd_main_pipe), in both dQ orders.
+and d128 that step on per-stage mbarriers with three Q/dO stages (bwd_main_pipe), in both dQ orders, and in their
+dq_gemm sets (deterministic mode) storing dS^T for a dQ GEMM of its own instead (bwd_main_ds, dq_gemm.py).
 
 Batch, heads, GQA group, sequence lengths (full and per batch), logical head dims, strides, the scale, the band
 bounds, the alignment and the feature flags are runtime values; the compiled code depends only on the dtype and

@@ -56,7 +56,9 @@ class BwdMainPipeKernel(BwdMainLagKernel):
 
     @cute.jit
     def _setup(self, a, s, tidx):
-        mask, g, ld, walk = super()._setup(a, s, tidx)
+        # (a named base: inside a jit function zero-argument super() resolves against the instance's own class, so
+        # a subclass's override calling this one would recurse)
+        mask, g, ld, walk = BwdMainLagKernel._setup(self, a, s, tidx)
         walk.mbar = s.mbar
         return mask, g, ld, walk
 

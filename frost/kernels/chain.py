@@ -18,9 +18,10 @@ from frost.kernels.mask import FLAG_SINK
 
 
 class BackwardChain:
-    def __init__(self, preprocess, main, dq_convert, main_writes_dq: bool = False):
-        """``main_writes_dq``: the set's main kernel writes dQ (mask.main_writes_dq)."""
-        self.preprocess, self.main, self.dq_convert = preprocess, main, dq_convert
+    def __init__(self, preprocess, main, dq_convert, main_writes_dq: bool = False, dq_gemm=None):
+        """``main_writes_dq``: the set writes dQ without the convert pass (mask.main_writes_dq, or ``dq_gemm``:
+        the dQ GEMM kernel of a KernelKey.dq_gemm set, run after the main kernel)."""
+        self.preprocess, self.main, self.dq_convert, self.dq_gemm = preprocess, main, dq_convert, dq_gemm
         self.main_writes_dq = main_writes_dq
 
     @cute.jit
@@ -48,6 +49,11 @@ class BackwardChain:
                       heads_kv, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, q_sb, q_sh, q_ss, k_sb, k_sh,
                       k_ss, v_sb, v_sh, v_ss, do_sb, do_sh, do_ss, dq_sb, dq_sh, dq_ss, dk_sb, dk_sh, dk_ss, dv_sb,
                       dv_sh, dv_ss, scale, scale_log2, band_left, band_right, flags, stream)
+        if cutlass.const_expr(self.dq_gemm is not None):
+            if seqlen_q > 0:  # (also without keys: it writes the zeros)
+                self.dq_gemm(pdQacc, pK, pdQ, pSeqQ, pSeqKV, batch, heads, heads_kv, seqlen_q, seqlen_kv, seqlen_q_pad,
+                             head_dim, k_sb, k_sh, k_ss, dq_sb, dq_sh, dq_ss, scale, band_left, band_right, flags,
+                             stream)
         # where the main kernel wrote dQ, the convert kernel only reduces dsink (when there is one)
         run_convert = seqlen_q > 0
         if cutlass.const_expr(self.main_writes_dq):

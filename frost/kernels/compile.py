@@ -8,7 +8,9 @@ the main kernel writes dQ, mask.main_writes_dq). Batch, heads (and the GQA group
 batch), logical head dims, strides, scale, the mask (band bounds, alignment) and the sink are runtime arguments
 (flags and pointers), so one compiled set serves every shape and feature combination of its key. Where ptxas
 options measured faster for problems without GQA only (MHA_PTXAS), such problems get a set of their own (``mha``:
-the same code, compiled with those options; correct for any problem, chosen for Hq == Hkv).
+the same code, compiled with those options; correct for any problem, chosen for Hq == Hkv). Deterministic mode at
+d96/d128 (DQ_GEMM_PADS) has a third kind of set (``dq_gemm``): the main kernel stores dS^T and a fourth kernel
+computes dQ from it (dq_gemm.py), with no ordered adds.
 Compiling for an arch other than the device's (or with no GPU) is a cross-compile: the result can be inspected
 (PTX, cubin) and exported but not launched.
 
@@ -27,11 +29,20 @@ DTYPES = ("float16", "bfloat16")
 # ptxas options of the sets compiled for problems without GQA (KernelKey.mha), by (Q/K pad, V pad, ordered).
 # --register-usage-level 6 (ptxas's default is 5: higher trades registers for schedule). H200 bf16, the served tile
 # compiled both ways, same process (twentieth session): MHA d64 B4 H16 S4096 -4.5 % non-causal, -2.7 % causal; B2
-# causal -2.7 %, B1 S16384 causal -4.0 %, B16 S1024 -2.6 % (fp16: -4.3 % / -2.3 %). With GQA groups the same build is slower (gpt-oss
-# 2,64,8 causal +1.5 %, 2,32,8 causal +1.1 %, 2,64,8 non-causal +1.1 %; deterministic gpt-oss +2.2 %), so the
-# default set keeps ptxas's default; at the other pads it measured within -0.4 % to +1.4 % (d48, d224, d256
-# slower), so only d64's atomic set has an MHA twin. No spills (sm_120a 250/255 registers bf16/fp16).
+# causal -2.7 %, B1 S16384 causal -4.0 %, B16 S1024 -2.6 % (fp16: -4.3 % / -2.3 %). With GQA groups the same build
+# is slower (gpt-oss 2,64,8 causal +1.5 %, 2,32,8 causal +1.1 %, 2,64,8 non-causal +1.1 %; deterministic gpt-oss
+# +2.2 %), so the default set keeps ptxas's default; at the other pads it measured within -0.4 % to +1.4 % (d48,
+# d224, d256 slower), so only d64's atomic set has an MHA twin. No spills (sm_120a 250/255 registers bf16/fp16).
 MHA_PTXAS = {(64, 0, False): "--register-usage-level 6"}
+
+
+# Padded head dims (V padded alike) whose deterministic mode can run on a dq_gemm set (KernelKey.dq_gemm): the
+# bwd_main_pipe tiles, whose main kernel stores dS^T in place of its lagged dQ GEMM (bwd_main_ds).
+DQ_GEMM_PADS = (96, 128)
+
+
+def has_dq_gemm_set(head_dim_pad: int, head_dim_v_pad: int) -> bool:
+    return head_dim_pad in DQ_GEMM_PADS and head_dim_v_pad in (0, head_dim_pad)
 
 
 def has_mha_set(head_dim_pad: int, head_dim_v_pad: int, ordered: bool) -> bool:
@@ -47,11 +58,16 @@ class KernelKey:
     head_dim_v_pad: int = 0  # 0: V padded like Q/K (tiles.tile_for_pads)
     ordered: bool = False    # dQ added in KV-tile order (launch.orders_dq), else atomically
     mha: bool = False        # the set for problems without GQA, compiled with MHA_PTXAS (serves any problem)
+    dq_gemm: bool = False    # dQ by a GEMM of its own over the stored dS^T (dq_gemm.py; deterministic mode)
 
     def __post_init__(self):
         if self.mha and not has_mha_set(self.head_dim_pad, self.head_dim_v_pad, self.ordered):
             raise ValueError(f"no MHA set for d{self.head_dim_pad} (V pad {self.head_dim_v_pad}, ordered "
                              f"{self.ordered}); MHA_PTXAS has {sorted(MHA_PTXAS)}")
+        if self.dq_gemm and (self.ordered or self.mha or not has_dq_gemm_set(self.head_dim_pad,
+                                                                              self.head_dim_v_pad)):
+            raise ValueError(f"no dq_gemm set for d{self.head_dim_pad} (V pad {self.head_dim_v_pad}, ordered "
+                             f"{self.ordered}, mha {self.mha}); DQ_GEMM_PADS is {DQ_GEMM_PADS}")
 
     @property
     def tile(self) -> TileConfig:
@@ -60,8 +76,8 @@ class KernelKey:
                                self.dtype)
 
     def as_str(self) -> str:
-        mha = ":mha" if self.mha else ""
-        return f"frost.bwd.v4:{self.arch}:{self.dtype}:{tile_key(self.tile)}:o{int(self.ordered)}{mha}"
+        kind = ":mha" if self.mha else ":dqg" if self.dq_gemm else ""
+        return f"frost.bwd.v4:{self.arch}:{self.dtype}:{tile_key(self.tile)}:o{int(self.ordered)}{kind}"
 
 
 def tile_key(t: TileConfig) -> str:
@@ -105,11 +121,13 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
     from frost.kernels.bwd_main import BwdMainKernel
+    from frost.kernels.bwd_main_ds import BwdMainDsKernel
     from frost.kernels.bwd_main_grid import BwdMainGridKernel
     from frost.kernels.bwd_main_lag import BwdMainLagKernel
     from frost.kernels.bwd_main_pipe import BwdMainPipeKernel
     from frost.kernels.chain import BackwardChain
     from frost.kernels.dq_convert import DqConvertKernel
+    from frost.kernels.dq_gemm import DqGemmKernel
     from frost.kernels.mask import main_writes_dq
     from frost.kernels.preprocess import PreprocessKernel
 
@@ -128,12 +146,15 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
         return make_ptr(t, align, cute.AddressSpace.gmem, assumed_align=align)
 
     tile = tile or key.tile
-    main_cls = (BwdMainGridKernel if tile.warp_grid else BwdMainPipeKernel if tile.dq_lag_mbar
-                else BwdMainLagKernel if tile.dq_lag else BwdMainKernel)
-    main_k = main_cls(dt, tile, arch_config(key.arch), key.ordered)
-    writes_dq = main_writes_dq(tile.dq_direct, key.ordered)
+    main_cls = (BwdMainDsKernel if key.dq_gemm else BwdMainGridKernel if tile.warp_grid
+                else BwdMainPipeKernel if tile.dq_lag_mbar else BwdMainLagKernel if tile.dq_lag else BwdMainKernel)
+    arch = arch_config(key.arch)
+    main_k = main_cls(dt, tile, arch, key.ordered)
+    # (the dq_gemm kernel writes dQ: to the preprocess and the convert that is the same as the main kernel's doing)
+    writes_dq = key.dq_gemm or main_writes_dq(tile.dq_direct, key.ordered)
     chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad, writes_dq), main_k,
-                          DqConvertKernel(dt, key.head_dim_pad, writes_dq), writes_dq)
+                          DqConvertKernel(dt, key.head_dim_pad, writes_dq), writes_dq,
+                          DqGemmKernel(dt, key.head_dim_pad, arch) if key.dq_gemm else None)
     i32, i64, f32 = Int32(1), Int64(8), Float32(1.0)
     # the pointers in BackwardChain's order: q k v o do (io), lse, dq dk dv (io), dq_accum lse2 delta (fp32),
     # dq_sem, dsink_part, seq_len_q, seq_len_kv, sink, dsink, dlse

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from frost.kernels import rowwise
+from frost.kernels.compile import has_dq_gemm_set
+from frost.kernels.dq_gemm import dq_gemm_fits
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
 from frost.kernels.preprocess import LOG2_E
@@ -64,6 +66,20 @@ def orders_dq(tile, mask: MaskSpec, deterministic: bool) -> bool:
     return deterministic or (tile.dq_direct and left + right <= ORDERED_BAND.get(tile.head_dim_pad, -1))
 
 
+def wide_band_dq_gemm(tile, mask: MaskSpec) -> bool:
+    """Whether deterministic mode on this tile and mask may take a dq_gemm set (compile.has_dq_gemm_set): not on
+    the narrow bands the default mode orders too (their relay writes dQ directly and has 2-3 visitors per query
+    tile; a dS^T workspace of the whole score matrix would be mostly unused there)."""
+    return has_dq_gemm_set(tile.head_dim_pad, tile.head_dim_v_pad) and not orders_dq(tile, mask, False)
+
+
+def takes_dq_gemm(cfg, p: Problem) -> bool:
+    """Whether a problem bound to a dq_gemm config (KernelConfig.dq_gemm) runs on that set: deterministic, a wide
+    band, and a dS^T workspace within dq_gemm.DQ_GEMM_MAX_BYTES (what api.workspace_regions sized)."""
+    return (p.deterministic and wide_band_dq_gemm(cfg.tile, problem_mask(cfg, p))
+            and dq_gemm_fits(p.batch, p.heads, p.seq_q, p.seq_kv))
+
+
 def problem_mask(cfg, p: Problem) -> MaskSpec:
     """A problem's mask on a compiled config (causality and alignment are compiled in, the band is per problem)."""
     return MaskSpec(cfg.causal, cfg.alignment, p.band_left, p.band_right)
@@ -87,10 +103,11 @@ class Launch:
     def __init__(self, kernels, cfg, p: Problem, graph_replay: bool | None = None):
         mask = problem_mask(cfg, p)
         left, right = mask.bounds()
-        ordered = orders_dq(cfg.tile, mask, p.deterministic)
-        if ordered != cfg.ordered:   # (CompiledBackward.bind picks the set of the problem's kind)
-            raise ValueError(f"a problem with {'ordered' if ordered else 'atomic'} dQ on the kernel set of "
-                             f"{cfg.kernel_key.as_str()}")
+        ordered = orders_dq(cfg.tile, mask, p.deterministic) and not cfg.dq_gemm
+        if ordered != cfg.ordered or cfg.dq_gemm and not takes_dq_gemm(cfg, p):
+            # (CompiledBackward.bind picks the set of the problem's kind)
+            kind = "ordered" if orders_dq(cfg.tile, mask, p.deterministic) else "atomic"
+            raise ValueError(f"a problem with {kind} dQ on the kernel set of {cfg.kernel_key.as_str()}")
         flags, scale = _flags(mask, p, ordered), float(p.scale)
         self.empty = p.batch == 0 or p.heads == 0
         # the chain writes dsink in its preprocess and convert, which run only when there are query rows

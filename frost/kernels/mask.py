@@ -119,6 +119,21 @@ class AttentionMask:
         return first_row // m_block_size, (rows_end + m_block_size - 1) // m_block_size
 
     @cute.jit
+    def n_block_range(self, m_block: Int32, n_block_size: cutlass.Constexpr, m_block_size: cutlass.Constexpr):
+        """[begin, end) of the KV tiles whose walk (``m_block_range``) holds query tile ``m_block`` (begin >= end:
+        none): its visitors, for a kernel that walks them from the query side (dq_gemm). The tile is walked by KV
+        tile n iff n * N < seqlen_kv, the tile's first row sees a key below (n + 1) * N (begin: first_n_block)
+        and its last row sees key n * N (end), and it starts below seqlen_q and at most seqlen_kv - 1 - left."""
+        row0 = m_block * m_block_size
+        begin = cutlass.max(row0 + self.left_offset, 0) // n_block_size  # (first_n_block's)
+        last_key = row0 + m_block_size - 1 + self.right_offset
+        end = cutlass.min((cutlass.max(last_key + 1, 0) + n_block_size - 1) // n_block_size,
+                          (self.seqlen_kv + n_block_size - 1) // n_block_size)
+        if (row0 >= self.seqlen_q) | (row0 + self.left_offset >= self.seqlen_kv):
+            end = begin
+        return begin, end
+
+    @cute.jit
     def first_n_block(self, m_block: Int32, n_block_size: cutlass.Constexpr,
                       m_block_size: cutlass.Constexpr) -> Int32:
         """The lowest KV tile whose ``m_block_range`` holds ``m_block`` (call only from a KV tile that does): the

@@ -134,7 +134,10 @@ def kernel_features(c: Case, inp) -> dict:
 def compiled(c: Case):
     from frost.kernels import choose_config, compile_backward, detect_arch
 
-    cfg = choose_config(c.dtype, c.dqk, c.dv, c.causal, c.alignment, detect_arch())
+    # (the mode and band pick the set as the engine's do: deterministic mode at d96/d128 on wide bands takes the
+    # dq_gemm set, whose workspace make_workspace then sizes)
+    cfg = choose_config(c.dtype, c.dqk, c.dv, c.causal, c.alignment, detect_arch(), band_left=c.band_left,
+                        band_right=c.band_right, deterministic=c.deterministic)
     return cfg, compile_backward(cfg)
 
 

@@ -97,13 +97,19 @@ BITWISE_CASES = {
     # a band: the launch keeps a head's KV tiles together (block_order)
     "band": Case(b=2, hq=8, hkv=2, sq=700, skv=650, dqk=64, dv=64, causal=True, alignment=BR, band_left=300,
                  seq_len_q=[700, 513], seq_len_kv=[650, 480], sink=0.25, deterministic=True, seed=3),
-    # causal without a left bound: the longest-first order (heads outermost), many KV tiles per query tile
+    # causal without a left bound: the longest-first order (heads outermost), many KV tiles per query tile; d128
+    # and d96 on wide bands run the dq_gemm set (dS^T stored, dQ by a GEMM of its own)
     "causal": Case(b=2, hq=8, hkv=2, sq=1500, skv=1500, dqk=128, dv=128, causal=True, alignment=TL,
                    seq_len_q=[1500, 999], seq_len_kv=[1500, 1200], sink=-0.5, deterministic=True, seed=4),
-    # dQ one step behind on mbarriers (bwd_main_pipe, ordered): a step's adds come a trip later, its release after
-    # the next trip's GEMMs, from warp step % 8
-    "lagged": Case(b=2, hq=8, hkv=2, sq=1200, skv=1100, dqk=96, dv=96, causal=True, alignment=BR,
+    "dq_gemm_d96": Case(b=2, hq=8, hkv=2, sq=1200, skv=1100, dqk=96, dv=96, causal=True, alignment=BR,
+                        seq_len_q=[1200, 801], seq_len_kv=[1100, 1000], sink=0.6, deterministic=True, seed=8),
+    # the relay on bwd_main_pipe (narrow bands at d96/d128): dQ one step behind on mbarriers, a step's adds come a
+    # trip later, its release after the next trip's GEMMs, from warp step % 8
+    "lagged": Case(b=2, hq=8, hkv=2, sq=1200, skv=1100, dqk=96, dv=96, causal=True, alignment=BR, band_left=100,
                    seq_len_q=[1200, 801], seq_len_kv=[1100, 1000], sink=0.6, deterministic=True, seed=8),
+    "lagged_d128": Case(b=2, hq=8, hkv=2, sq=1000, skv=1000, dqk=128, dv=128, causal=True, alignment=TL,
+                        band_left=250, seq_len_q=[1000, 700], seq_len_kv=[1000, 901], sink=-0.3, deterministic=True,
+                        seed=11),
     # the warp-grid kernel: one pass double-buffered (d192), two passes single-buffered (d256)
     "grid": Case(b=2, hq=8, hkv=2, sq=600, skv=600, dqk=192, dv=192, causal=True, alignment=TL,
                  seq_len_q=[600, 411], seq_len_kv=[600, 530], sink=0.1, deterministic=True, seed=5),
@@ -126,6 +132,7 @@ def test_deterministic_bitwise(which):
     c = BITWISE_CASES[which]
     inp = build_inputs(c)
     cfg, bwd = compiled(c)
+    assert cfg.dq_gemm == (which in ("causal", "dq_gemm_d96")), (which, cfg.kernel_key.as_str())
     feats = kernel_features(c, inp)
     ws = make_workspace(cfg, c.b, c.hq, c.sq, c.skv, c.hkv)
     first = None
@@ -160,7 +167,12 @@ DET_CASES = [Case(b=2, hq=4, hkv=2, sq=s, skv=skv, dqk=d, dv=d, causal=causal, a
                  (80, 350, 300, True, TL, None, None, [350, 90], [300, 299], 0.2),
                  (160, 260, 260, True, BR, 100, None, None, [260, 129], None),
                  (224, 200, 330, False, BR, None, None, [200, 150], [330, 64], 1.5),
-                 (256, 300, 300, True, TL, None, 40, [300, 1], None, -0.5)])]
+                 (256, 300, 300, True, TL, None, 40, [300, 1], None, -0.5),
+                 # dq_gemm (wide bands at d96/d128): bottom-right with fewer keys than rows and a widened band,
+                 # query tiles no KV tile visits, a band that starts past the first keys
+                 (128, 700, 500, True, BR, None, 30, [700, 333], [500, 499], 0.5),
+                 (96, 260, 300, False, TL, 300, 100, [260, 1], [300, 0], None),
+                 (128, 333, 1000, True, BR, 700, None, None, [1000, 640], -1.0)])]
 
 
 @pytest.mark.parametrize("i", range(len(DET_CASES)))
@@ -178,10 +190,14 @@ def test_sanitizer_features(det):
     """Small GQA + padding + band + sink (+ dlse) configuration for compute-sanitizer (memcheck / racecheck): one
     head dim per main-kernel tile family (rows kernel with 8/4 warps and one/two passes, the warp-grid kernel, with
     V as wide as Q/K and narrower; d96 and d128: dQ one step behind on mbarriers, in deterministic mode released
-    through an "adds done" mbarrier by the warps in turn)."""
+    through an "adds done" mbarrier by the warps in turn, and on a wide band the dq_gemm set)."""
     run_cases([Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
                     band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
                     dlse=d == 128, seed=d) for d in (64, 96, 128, 192, 256)]
+              # deterministic mode on a wide band at d96/d128: the dq_gemm set (dS^T stored, dQ by its own GEMM)
+              + [Case(b=2, hq=4, hkv=2, sq=150, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=None,
+                      band_right=8, seq_len_q=[150, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
+                      dlse=d == 96, seed=d + 1) for d in (96, 128)]
               + [Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=192, dv=128, causal=True, alignment=BR, band_left=40,
                       band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
                       seed=7)])

@@ -13,6 +13,7 @@ from frost.kernels.api import choose_config, workspace_regions
 from frost.kernels.bwd_main import BwdMainKernel
 from frost.kernels.chain import BackwardChain
 from frost.kernels.dq_convert import DqConvertKernel
+from frost.kernels.dq_gemm import DqGemmKernel
 from frost.kernels.launch import LOG2_E, Launch, Problem
 from frost.kernels.mask import (FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND,
                                 main_writes_dq)
@@ -85,6 +86,17 @@ def test_the_chain_hands_each_kernel_its_declared_arguments():
         assert set(calls) == ran
         for name, got in calls.items():
             assert got == {p: args[p] for p in _params(KERNELS[name])}, name
+    # a dq_gemm set's dQ kernel runs after the main kernel whenever there are query rows (without keys it writes
+    # the zeros)
+    for seq_q, seq_kv, ran in ((100, 140, True), (0, 140, False), (100, 0, True)):
+        calls = {}
+        chain = BackwardChain(*(_recorder(n, calls, _params(cls)) for n, cls in KERNELS.items()), True,
+                              _recorder("dq_gemm", calls, _params(DqGemmKernel)))
+        args = values | {"seqlen_q": seq_q, "seqlen_kv": seq_kv, "flags": 0}
+        BackwardChain.__call__.__wrapped__(chain, *(args[n] for n in chain_params))
+        assert ("dq_gemm" in calls) == ran and "dq_convert" not in calls
+        if ran:
+            assert calls["dq_gemm"] == {p: args[p] for p in _params(DqGemmKernel)}
 
 
 def test_a_set_whose_main_kernel_writes_dq_converts_only_for_dsink():
@@ -169,6 +181,43 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     assert bwd.bind(Problem(2, 4, 2, 100, 140, 0.125)).backward is bwd.kernels.backward
     bwd.bind(Problem(2, 4, 4, 100, 140, 0.125, deterministic=True))
     assert fetched[1:] == [replace(cfg, ordered=True).kernel_key]
+
+
+def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(monkeypatch):
+    """Deterministic mode at d96/d128 outside the narrow bands takes the dq_gemm set (dQ by a GEMM over a stored
+    dS^T: no ordered relay), whose workspace holds dS^T in its dq_accum region; a problem whose dS^T would pass
+    dq_gemm.DQ_GEMM_MAX_BYTES runs on the relay instead, a default-mode one on the atomic set (twins, fetched
+    once), and a Launch refuses a problem of another kind."""
+    from frost.kernels import api, dq_gemm
+    from frost.kernels.compile import KernelKey
+
+    cfg, tensors, ws = _problem_tensors(d=128, deterministic=True)
+    assert cfg.dq_gemm and not cfg.ordered and cfg.kernel_key.as_str().endswith(":o0:dqg")
+    assert dict(workspace_regions(cfg, 2, 4, 100, 140))["dq_accum"] == 2 * 4 * 256 * 128 * 2  # keys pad to 128
+    for d, band, gemm in ((96, None, True), (128, 257, True), (128, 256, False), (96, 128, False), (64, None, False),
+                          (192, None, False)):
+        c = choose_config("bfloat16", d, d, True, "top_left", "sm_90a", band_left=band, deterministic=True)
+        assert c.dq_gemm == gemm and c.ordered == (not gemm), (d, band)
+    assert not choose_config("bfloat16", 128, 128, True, "top_left", "sm_90a").dq_gemm
+    for d, bad in ((128, {"ordered": True}), (64, {"mha": True}), (64, {})):
+        with pytest.raises(ValueError, match="dq_gemm"):
+            KernelKey("bfloat16", d, "sm_90a", dq_gemm=True, **bad)
+    calls, fetched = {}, []
+    det = Problem(2, 4, 2, 100, 140, 0.125, deterministic=True)
+    Launch(_recording_kernels(calls), cfg, det)(*tensors, ws, 3)
+    assert not calls["backward"]["flags"] & FLAG_ORDERED_DQ
+    monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels({}))
+    bwd = api.CompiledBackward(cfg, _recording_kernels({}))
+    assert bwd.bind(det).backward is bwd.kernels.backward and not fetched
+    for _ in range(2):
+        bwd.bind(Problem(2, 4, 2, 100, 140, 0.125))
+    assert fetched == [replace(cfg, dq_gemm=False).kernel_key]
+    monkeypatch.setattr(dq_gemm, "DQ_GEMM_MAX_BYTES", 2 * 4 * 256 * 128 * 2 - 1)
+    assert dict(workspace_regions(cfg, 2, 4, 100, 140))["dq_accum"] == 2 * 4 * 128 * 128 * 4  # the fp32 rows
+    bwd.bind(det)
+    assert fetched[1:] == [replace(cfg, dq_gemm=False, ordered=True).kernel_key]
+    with pytest.raises(ValueError, match="ordered dQ"):
+        Launch(_recording_kernels({}), cfg, det)
 
 
 def test_absent_inputs_get_a_stand_in_and_no_flag():

@@ -10,6 +10,9 @@ diag - L <= j - i <= diag + R (diag = skv - sq bottom-right, 0 top-left).
   would share a rank (a race). Its last visitor writes dQ: a KV tile is the last exactly for the query tiles below
   the next KV tile's first one (what ``next_tile_begin`` returns), and every row the preprocess leaves alone
   (``row_sees_no_key`` false) lies in a query tile some KV tile walks, so its dQ row is written.
+- The dQ GEMM (dq_gemm.py) walks a query tile's visitors from the query side: ``n_block_range`` must give
+  exactly the KV tiles whose walk holds the tile (a tile it adds that no walk stored is garbage, one it misses is
+  a lost contribution).
 - The launch grid (``ordering.block_order``) deals a head's KV tiles out in ascending order in both of its orders.
 
 The jit-decorated methods are called through ``__wrapped__``: the same source, evaluated on Python ints."""
@@ -70,8 +73,11 @@ def test_walks_cover_the_band_and_visitors_rank_from_first_n_block(case):
             assert walked[n] == range(min(needed[n]), max(needed[n]) + 1), (n, sorted(needed[n]), walked[n])
         else:           # a tile no row sees may still walk one tile of zeros (its band starts past the last row)
             assert len(walked[n]) <= 1, (n, walked[n])
-    for m in range(m_tiles):
+    visitor_range = AttentionMask.n_block_range.__wrapped__
+    for m in range(m_tiles + 2):
         visitors = [n for n in range(n_tiles) if m in walked[n]]
+        begin, end = (int(x) for x in visitor_range(mask, m, n_size, m_size))
+        assert list(range(begin, end)) == visitors, (m, begin, end, visitors)  # the inverse of the walks
         if visitors:
             assert visitors == list(range(visitors[0], visitors[-1] + 1)), (m, visitors)
             assert int(first_n_block(mask, m, n_size, m_size)) == visitors[0], (m, visitors)
