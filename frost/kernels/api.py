@@ -26,11 +26,13 @@ runs on a kernel set of its own, see ``deterministic``):
   128-token window) are ordered in the default mode too, where that measured faster (launch.orders_dq).
   Ordered dQ runs on a kernel set of its own (KernelConfig.ordered, chosen by choose_config from the band and
   the mode); a CompiledBackward called with a problem of the other kind compiles that twin set on first use.
-  Deterministic mode at d96/d128 outside those narrow bands runs instead on a set whose main kernel stores dS^T
+  Deterministic mode at d96/d128 outside those narrow bands runs instead on a set whose main kernel stores dS
   and whose own GEMM kernel then sums dQ per query tile in KV-tile order (KernelConfig.dq_gemm, dq_gemm.py:
   1.04-1.08x the default mode against the ordered adds' 1.12-1.15x), when the config was chosen for
-  deterministic mode (workspace_regions sizes its dS^T workspace) and that workspace is at most
-  dq_gemm.DQ_GEMM_MAX_BYTES; otherwise it orders the adds.
+  deterministic mode (workspace_regions sizes its dS workspace) and that workspace is at most
+  dq_gemm.DQ_GEMM_MAX_BYTES; otherwise it orders the adds. At d192/d256 both modes run that set (it is
+  deterministic, and 1.09-1.14x faster than the grid kernel's fp32 dQ adds), a problem too large for the
+  workspace the atomic set (default mode) or the relay.
 
 Problems without GQA (Hq == Hkv) run on a set compiled with other ptxas options where that measured faster for
 them only (compile.MHA_PTXAS: d64's atomic set; KernelConfig.mha, from choose_config's ``gqa_group``); the same
@@ -52,7 +54,7 @@ from frost.kernels.compile import DTYPES, KernelKey, get_kernels, has_mha_set
 from frost.errors import TensorError
 from frost.kernels.dq_gemm import dq_gemm_fits, ds_workspace_bytes
 from frost.kernels.launch import (Launch, Problem, orders_dq, problem_orders_dq, seq_pad, takes_dq_gemm,
-                                  wide_band_dq_gemm)
+                                  wants_dq_gemm)
 from frost.analyzer.capability import CUTE_SM120, max_seq_q
 from frost.kernels.mask import MaskSpec
 from frost.kernels.preprocess import SEM_ROWS
@@ -72,8 +74,8 @@ class KernelConfig:
     #                            ordered set and some targets compile tiles.tile_for_target of it: kernel_key.tile)
     ordered: bool = False      # dQ added in KV-tile order (launch.orders_dq; filled by choose_config)
     mha: bool = False          # the set tuned for problems without GQA (compile.MHA_PTXAS; filled by choose_config)
-    # deterministic mode's set with dQ by a GEMM of its own over a stored dS^T (dq_gemm.py; filled by choose_config
-    # where compile.has_dq_gemm_set; workspace_regions sizes the dS^T workspace for it where dq_gemm_fits)
+    # the set with dQ by a GEMM of its own over a stored dS (dq_gemm.py; filled by choose_config: launch.wants_dq_gemm;
+    # workspace_regions sizes the dS workspace for it where dq_gemm_fits)
     dq_gemm: bool = False
 
     @property
@@ -113,7 +115,7 @@ def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, a
     tile = tile_for(head_dim_qk, head_dim_v)
     mask = MaskSpec(bool(causal), alignment, band_left, band_right)
     ordered = orders_dq(tile, mask, deterministic)
-    gemm = deterministic and wide_band_dq_gemm(tile, mask)
+    gemm = wants_dq_gemm(tile, mask, deterministic)
     cfg = KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch, pad_head_dim(head_dim_qk), tile)
     return cfg.with_set(ordered and not gemm, gqa_group == 1, gemm)
 
@@ -131,9 +133,9 @@ def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, s
     (rows padded to a multiple of 128), the deterministic-mode dQ-order semaphores (one int32 per 16 rows) and the
     dsink partials (one fp32 per 128 rows). Each region must start 16-byte aligned. No region depends on heads_kv
     (GQA sums dK/dV in registers) or on the features used, so one workspace serves every call of a shape; a
-    dq_gemm config's dq_accum region holds the dS^T workspace instead (dq_gemm.ds_workspace_bytes: B x Hq x Skv x Sq
-    x 2 bytes) where that fits dq_gemm.DQ_GEMM_MAX_BYTES (the problems that do not fit run on the ordered set,
-    which needs the plain region)."""
+    dq_gemm config's dq_accum region holds the dS workspace instead (dq_gemm.ds_workspace_bytes: B x Hq x Skv x Sq
+    x 2 bytes) where that fits dq_gemm.DQ_GEMM_MAX_BYTES (the problems that do not fit run on the ordered or atomic
+    set, which need the plain region)."""
     del heads_kv
     rows = batch * heads_q * seq_pad(seq_q)
     acc = rows * cfg.head_dim_pad * 4

@@ -17,7 +17,10 @@ single pass. At d256 both with V spill, so it walks twice like bwd_main's large 
 in V's buffer; pass 2: V into registers, dK and dQ). Served at d192 and d256 (0.70x and 0.55x FA2 against the
 two-pass rows kernel's 0.51-0.55x and 0.44-0.45x); at d128 the rows kernel is faster. Q and dO are double-buffered
 (two CTA barriers per query tile) or, at d256, single-buffered (a third barrier, see _grid_step). The walk, loads,
-mask, padding, GQA order, deterministic dQ order and the epilogue are bwd_main's (see there)."""
+mask, padding, GQA order, deterministic dQ order and the epilogue are bwd_main's (see there). Its served sets store dS
+for a dQ GEMM of their own instead of the dQ GEMM and adds here (bwd_main_ds.BwdMainGridDsKernel, dq_gemm.py: 64-key
+tiles make twice the fp32 adds per score of a 128-key tile); this kernel's own dQ path serves d256's narrow bands
+and problems past the dS workspace's limit."""
 
 from types import SimpleNamespace
 

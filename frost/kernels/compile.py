@@ -8,9 +8,9 @@ the main kernel writes dQ, mask.main_writes_dq). Batch, heads (and the GQA group
 batch), logical head dims, strides, scale, the mask (band bounds, alignment) and the sink are runtime arguments
 (flags and pointers), so one compiled set serves every shape and feature combination of its key. Where ptxas
 options measured faster for problems without GQA only (MHA_PTXAS), such problems get a set of their own (``mha``:
-the same code, compiled with those options; correct for any problem, chosen for Hq == Hkv). Deterministic mode at
-d96/d128 (DQ_GEMM_PADS) has a third kind of set (``dq_gemm``): the main kernel stores dS^T and a fourth kernel
-computes dQ from it (dq_gemm.py), with no ordered adds.
+the same code, compiled with those options; correct for any problem, chosen for Hq == Hkv). A third kind of set
+(``dq_gemm``: tiles.DQ_GEMM_TILES, deterministic mode at d96/d128, both modes at d192/d256) has its main kernel
+store dS and a fourth kernel compute dQ from it (dq_gemm.py), with no fp32 dQ adds.
 Compiling for an arch other than the device's (or with no GPU) is a cross-compile: the result can be inspected
 (PTX, cubin) and exported but not launched.
 
@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
-from frost.kernels.tiles import TileConfig, tile_for_pads, tile_for_target
+from frost.kernels.tiles import DQ_GEMM_TILES, TileConfig, tile_for_pads, tile_for_target
 
 DTYPES = ("float16", "bfloat16")
 
@@ -36,13 +36,14 @@ DTYPES = ("float16", "bfloat16")
 MHA_PTXAS = {(64, 0, False): "--register-usage-level 6"}
 
 
-# Padded head dims (V padded alike) whose deterministic mode can run on a dq_gemm set (KernelKey.dq_gemm): the
-# bwd_main_pipe tiles, whose main kernel stores dS^T in place of its lagged dQ GEMM (bwd_main_ds).
-DQ_GEMM_PADS = (96, 128)
+# Sets whose dQ is a GEMM of its own (KernelKey.dq_gemm) exist for the pads of tiles.DQ_GEMM_TILES: deterministic
+# mode takes them there; at these Q/K pads (the grid kernel, whose fp32 dQ adds are heavy: 64-key tiles) the
+# default mode takes them too.
+DQ_GEMM_DEFAULT_PADS = (192, 256)
 
 
 def has_dq_gemm_set(head_dim_pad: int, head_dim_v_pad: int) -> bool:
-    return head_dim_pad in DQ_GEMM_PADS and head_dim_v_pad in (0, head_dim_pad)
+    return (head_dim_pad, 0 if head_dim_v_pad == head_dim_pad else head_dim_v_pad) in DQ_GEMM_TILES
 
 
 def has_mha_set(head_dim_pad: int, head_dim_v_pad: int, ordered: bool) -> bool:
@@ -58,7 +59,7 @@ class KernelKey:
     head_dim_v_pad: int = 0  # 0: V padded like Q/K (tiles.tile_for_pads)
     ordered: bool = False    # dQ added in KV-tile order (launch.orders_dq), else atomically
     mha: bool = False        # the set for problems without GQA, compiled with MHA_PTXAS (serves any problem)
-    dq_gemm: bool = False    # dQ by a GEMM of its own over the stored dS^T (dq_gemm.py; deterministic mode)
+    dq_gemm: bool = False    # dQ by a GEMM of its own over the stored dS (dq_gemm.py; tiles.DQ_GEMM_TILES)
 
     def __post_init__(self):
         if self.mha and not has_mha_set(self.head_dim_pad, self.head_dim_v_pad, self.ordered):
@@ -67,7 +68,7 @@ class KernelKey:
         if self.dq_gemm and (self.ordered or self.mha or not has_dq_gemm_set(self.head_dim_pad,
                                                                               self.head_dim_v_pad)):
             raise ValueError(f"no dq_gemm set for d{self.head_dim_pad} (V pad {self.head_dim_v_pad}, ordered "
-                             f"{self.ordered}, mha {self.mha}); DQ_GEMM_PADS is {DQ_GEMM_PADS}")
+                             f"{self.ordered}, mha {self.mha}); tiles.DQ_GEMM_TILES has {sorted(DQ_GEMM_TILES)}")
 
     @property
     def tile(self) -> TileConfig:
@@ -121,13 +122,12 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
     from frost.kernels.bwd_main import BwdMainKernel
-    from frost.kernels.bwd_main_ds import BwdMainDsKernel
+    from frost.kernels.bwd_main_ds import BwdMainDsKernel, BwdMainGridDsKernel
     from frost.kernels.bwd_main_grid import BwdMainGridKernel
     from frost.kernels.bwd_main_lag import BwdMainLagKernel
     from frost.kernels.bwd_main_pipe import BwdMainPipeKernel
     from frost.kernels.chain import BackwardChain
     from frost.kernels.dq_convert import DqConvertKernel
-    from frost.kernels.dq_gemm import DqGemmKernel
     from frost.kernels.mask import main_writes_dq
     from frost.kernels.preprocess import PreprocessKernel
 
@@ -146,15 +146,18 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
         return make_ptr(t, align, cute.AddressSpace.gmem, assumed_align=align)
 
     tile = tile or key.tile
-    main_cls = (BwdMainDsKernel if key.dq_gemm else BwdMainGridKernel if tile.warp_grid
-                else BwdMainPipeKernel if tile.dq_lag_mbar else BwdMainLagKernel if tile.dq_lag else BwdMainKernel)
+    if key.dq_gemm:
+        main_cls = BwdMainGridDsKernel if tile.warp_grid else BwdMainDsKernel
+    else:
+        main_cls = (BwdMainGridKernel if tile.warp_grid else BwdMainPipeKernel if tile.dq_lag_mbar
+                    else BwdMainLagKernel if tile.dq_lag else BwdMainKernel)
     arch = arch_config(key.arch)
     main_k = main_cls(dt, tile, arch, key.ordered)
     # (the dq_gemm kernel writes dQ: to the preprocess and the convert that is the same as the main kernel's doing)
     writes_dq = key.dq_gemm or main_writes_dq(tile.dq_direct, key.ordered)
     chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad, writes_dq), main_k,
                           DqConvertKernel(dt, key.head_dim_pad, writes_dq), writes_dq,
-                          DqGemmKernel(dt, key.head_dim_pad, arch) if key.dq_gemm else None)
+                          _dq_gemm_kernel(dt, key, tile, arch) if key.dq_gemm else None)
     i32, i64, f32 = Int32(1), Int64(8), Float32(1.0)
     # the pointers in BackwardChain's order: q k v o do (io), lse, dq dk dv (io), dq_accum lse2 delta (fp32),
     # dq_sem, dsink_part, seq_len_q, seq_len_kv, sink, dsink, dlse
@@ -166,6 +169,16 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     compiled = {"backward": backward}
     cubins = {"backward": backward.__cubin__} if keep_cubin else {}
     return CompiledKernels(key, launcher(backward), main_k.smem_bytes, cubins, compiled)
+
+
+def _dq_gemm_kernel(dt, key: KernelKey, tile: TileConfig, arch):
+    """The dQ GEMM kernel of a dq_gemm set: its tile (tiles.DQ_GEMM_TILES), the main kernel's KV tile and whether it
+    stores dS^T (the rows kernel) or dS (the grid kernel)."""
+    from frost.kernels.dq_gemm import DqGemmKernel
+
+    v_pad = 0 if key.head_dim_v_pad == key.head_dim_pad else key.head_dim_v_pad
+    return DqGemmKernel(dt, key.head_dim_pad, arch, DQ_GEMM_TILES[key.head_dim_pad, v_pad], main_kn=tile.n_block,
+                        keys_major=not tile.warp_grid)
 
 
 _CACHE: dict = {}

@@ -1,24 +1,28 @@
-"""dQ as a GEMM of its own over the dS^T the main kernel stored: deterministic mode without an ordered relay.
+"""dQ as a GEMM of its own over the dS the main kernel stored, instead of fp32 adds from every KV tile.
 
 In deterministic mode the relay (ordering.dq_order_wait) makes the KV tiles visiting a query tile add their dQ
 one after the other; at d96/d128 that cost 1.12-1.15x the default mode (its acquire and release; H200,
-docs/performance.md). A set compiled with KernelKey.dq_gemm runs instead:
-- the main kernel (bwd_main_ds) without its dQ GEMM and adds: each step stores its dS^T tile (the io-dtype values
-  the dQ GEMM would have read) into a workspace laid out (batch, head, key, query), ds_workspace, which takes the
-  dq_accum region (api.workspace_regions: B x Hq x Skv x Sq x 2 bytes, up to DQ_GEMM_MAX_BYTES);
+docs/performance.md). The grid kernel (d192, d256) has 64-key tiles, so its dQ adds are twice as many per score
+as a 128-key tile's and weigh 20 % of its time in the default mode too. A set compiled with KernelKey.dq_gemm runs
+instead (tiles.DQ_GEMM_TILES; deterministic mode at d96/d128, both modes at d192/d256):
+- the main kernel (bwd_main_ds) without its dQ GEMM and adds: each step stores its dS tile (the io-dtype values
+  the dQ GEMM would have read) into a workspace (ds_workspace: dS^T from the rows kernel, dS from the grid
+  kernel) in the dq_accum region (api.workspace_regions: B x Hq x Skv x Sq x 2 bytes, up to DQ_GEMM_MAX_BYTES);
 - this kernel: dQ = scale * dS . K per query tile, its visiting KV tiles summed in ascending order in fp32
   registers (bitwise reproducible, no atomics, no fp32 accumulator, no convert pass), written once in the io dtype.
 MHA B4 H16 S4096 d128 on the H200 (bf16, same process, twenty-first session): 1.04x the default mode against the
 relay's 1.12-1.15x; the main kernel alone is 12 % faster than the default mode's (4.24 against 4.82 ms) and this
-kernel (0.87 ms) takes most of that back.
+kernel (0.87 ms) takes most of that back. MHA B2 H16 S4096 causal d192 / d256: 0.875x / 0.920x the time of the
+atomic grid set, in both modes.
 
 CTA (DqGemmTile): ``tiles`` of the main kernel's query tiles (QM rows each) of one (batch, head), a group of
 ``tile_warps`` warps per query tile splitting the head dim. The keys are walked in ``kn``-row chunks through
 ``stages`` cp.async stages of K (zero-filled past the batch's key length and the head dim) and of every tile's
-dS^T chunk (the smem stage index is tile * stages + stage, so a group's stages are one block), in trips of
+dS chunk, laid out like the workspace (the smem stage index is tile * stages + stage, so a group's stages are one
+block; A = dS through ldmatrix, transposed from dS^T), in trips of
 ``stages`` steps so that each step's stage is a constant. A group adds a chunk only when the chunk's KV tile
 visited its query tile (mask.n_block_range, the inverse of the main kernel's walk), so its sum runs over exactly
-the tiles the main kernel stored; the others' dS^T chunks are loaded anyway (workspace never written, inside the
+the tiles the main kernel stored; the others' dS chunks are loaded anyway (workspace never written, inside the
 region, never multiplied: cheaper than predicating the loads). Rows of a query tile no KV tile visits, and rows
 past the batch's length (whose dS is exactly zero), come out as zeros.
 
@@ -38,39 +42,20 @@ from frost.kernels import cute_utils as cu
 from frost.kernels import rowwise
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
+from frost.kernels.tiles import DQ_GEMM_QM as QM, DqGemmTile
 
-QM = 32           # rows of the main kernel's query tile (TileConfig.m_block of the tiles this set serves)
 MAIN_KN = 128     # keys of the main kernel's KV tile (TileConfig.n_block): the workspace's key rows pad to it
 
 
-# DqGemmTile: H200, bf16, deterministic / default mode of the whole backward (twenty-first session), MHA B4 H16
-# S4096 d128 non-causal / causal, GQA 2,32,8 d128 causal, MHA B2 H16 S4096 d96 causal / non-causal: (4, 2, 64, 3)
-# served 1.038 / 1.041 / 1.050 / 1.081 / 1.063; (4, 2, 32, 6) 1.062 / 1.068 / 1.073 / 1.082 / 1.065; (2, 4, 64, 3)
-# 1.105 / 1.109 / 1.116 / 1.141 / 1.127; two CTAs per SM of 4 warps, (2, 2, 32, 4) and (2, 2, 64, 2), at d128
-# 1.078-1.084 and 1.093-1.109 (served 1.039-1.042 in that run). One warp per query tile spills at d128 (its 128
-# accumulator registers).
-@dataclass(frozen=True)
-class DqGemmTile:
-    tiles: int = 4        # query tiles per CTA, one per warp group
-    tile_warps: int = 2   # warps per query tile (they split the head dim)
-    kn: int = 64          # keys per step
-    stages: int = 3
-
-    @property
-    def threads(self) -> int:
-        return 32 * self.tiles * self.tile_warps
-
-    def smem_bytes(self, head_dim_pad: int) -> int:
-        return self.stages * (self.kn * head_dim_pad + self.kn * QM * self.tiles) * 2
-
-
-def ds_workspace(ptr: cute.Pointer, batch, heads, seqlen_kv, seqlen_q_pad) -> cute.Tensor:
-    """The dS^T workspace over ``ptr`` (the dq_accum region, any element type): (batch, head, key, query) in the
-    io dtype ``ptr`` is recast to by the caller, keys padded to MAIN_KN, queries to the workspace's row pad."""
-    rows = cute.assume(cute.ceil_div(seqlen_kv, MAIN_KN) * MAIN_KN, divby=MAIN_KN)
-    row_stride = cute.assume(Int64(seqlen_q_pad), divby=128)
+def ds_workspace(ptr: cute.Pointer, batch, heads, seqlen_kv, seqlen_q_pad, keys_major: bool) -> cute.Tensor:
+    """The dS workspace over ``ptr`` (the dq_accum region, recast to the io dtype by the caller), keys padded to
+    MAIN_KN and queries to the workspace's row pad: (batch, head, key, query), dS^T, where the main kernel holds
+    dS^T (the rows kernel), else (batch, head, query, key) (the grid kernel holds dS)."""
+    keys = cute.assume(cute.ceil_div(seqlen_kv, MAIN_KN) * MAIN_KN, divby=MAIN_KN)
+    rows, cols = (keys, seqlen_q_pad) if keys_major else (seqlen_q_pad, keys)
+    row_stride = cute.assume(Int64(cols), divby=128)
     head_stride = cute.assume(row_stride * rows, divby=128)
-    return cute.make_tensor(ptr, cute.make_layout((batch, heads, rows, seqlen_q_pad),
+    return cute.make_tensor(ptr, cute.make_layout((batch, heads, rows, cols),
                                                   stride=(head_stride * heads, head_stride, row_stride, 1)))
 
 
@@ -92,14 +77,21 @@ def dq_gemm_fits(batch: int, heads: int, seq_q: int, seq_kv: int) -> bool:
 
 
 class DqGemmKernel:
-    def __init__(self, dtype, head_dim_pad: int, arch: ArchConfig, tile: DqGemmTile = DqGemmTile()):
+    def __init__(self, dtype, head_dim_pad: int, arch: ArchConfig, tile: DqGemmTile = DqGemmTile(),
+                 main_kn: int = MAIN_KN, keys_major: bool = True):
+        """``main_kn``: the main kernel's KV tile (its walks say which tiles it stored); ``keys_major``: the
+        workspace holds dS^T (ds_workspace)."""
         self.dtype, self.D, self.arch, self.t = dtype, head_dim_pad, arch, tile
+        self.main_kn, self.keys_major = main_kn, keys_major
         # columns per warp and MMA step (ldmatrix .x4 / .x2)
         self.col_step = 16 if head_dim_pad % (16 * tile.tile_warps) == 0 else 8
         assert head_dim_pad % (self.col_step * tile.tile_warps) == 0 and tile.smem_bytes(head_dim_pad) <= 99 * 1024
-        # threads that load a K / dS^T chunk (fewer than all where the chunk is short: cu.copy_threads)
+        assert MAIN_KN % main_kn == 0 and main_kn % tile.kn == 0
+        # a query tile's dS chunk in shared memory: (keys, queries) or (queries, keys), like the workspace
+        self.ds_tile = (tile.kn, QM) if keys_major else (QM, tile.kn)
+        # threads that load a K / dS chunk (fewer than all where the chunk is short: cu.copy_threads)
         self.k_threads = cu.copy_threads(tile.threads, tile.kn, head_dim_pad)
-        self.ds_threads = cu.copy_threads(tile.threads, tile.kn, QM)
+        self.ds_threads = cu.copy_threads(tile.threads, *self.ds_tile)
 
     # ------------------------------------------------------------------------------------------------ host side
     # (pdQacc: the workspace's dq_accum region, which holds dS^T in these sets; the chain names arguments alike)
@@ -114,7 +106,7 @@ class DqGemmKernel:
             return cute.make_tensor(p, cute.make_layout((batch, h, s, head_dim), stride=stride))
 
         mdsT = ds_workspace(cute.recast_ptr(pdQacc, dtype=self.dtype), batch, heads, seqlen_kv,
-                            cute.assume(seqlen_q_pad, divby=128))
+                            cute.assume(seqlen_q_pad, divby=128), self.keys_major)
         storage_cls = self._storage_cls()
         self.kernel(mdsT, bhsd(pK, heads_kv, seqlen_kv, k_sb, k_sh, k_ss),
                     bhsd(pdQ, heads, seqlen_q, dq_sb, dq_sh, dq_ss),
@@ -126,7 +118,7 @@ class DqGemmKernel:
     def _layouts(self):
         t = self.t
         return SimpleNamespace(K=cu.smem_tile_layout(t.kn, self.D, t.stages),
-                               dSt=cu.smem_tile_layout(t.kn, QM, t.tiles * t.stages))
+                               dSt=cu.smem_tile_layout(*self.ds_tile, t.tiles * t.stages))
 
     def _storage_cls(self):
         lay = self._layouts()
@@ -150,7 +142,7 @@ class DqGemmKernel:
         mask = make_mask(seqlen_q, seqlen_kv, band_left, band_right, flags)
         group_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx()) // t.tile_warps
         m_tile = blk * t.tiles + group_idx
-        own_begin, own_end = mask.n_block_range(m_tile, MAIN_KN, QM)  # the KV tiles that stored this tile's dS^T
+        own_begin, own_end = mask.n_block_range(m_tile, self.main_kn, QM)  # the KV tiles that stored this tile's dS^T
         first, n_chunks = self._chunk_range(mask, blk)
         st = cutlass.memory.SmemAllocator().allocate(storage_cls)
         lay = self._layouts()
@@ -170,7 +162,7 @@ class DqGemmKernel:
                     cute.arch.cp_async_wait_group(t.stages - 2)
                     cute.arch.sync_threads()  # chunk i landed; every warp is done with chunk i - 1 (refilled now)
                     self._load_chunk(ld, first, n_chunks, i + t.stages - 1, (j + t.stages - 1) % t.stages, seqlen_kv)
-                    kv_tile = (first + i) // (MAIN_KN // t.kn)
+                    kv_tile = (first + i) // (self.main_kn // t.kn)
                     if (kv_tile >= own_begin) & (kv_tile < own_end):
                         cu.gemm_ss(mm.mma, acc, mm.cA, mm.sdS[None, None, None, j], mm.rA, mm.rA_v, mm.cB,
                                    mm.sKt[None, None, None, j], mm.rB, mm.rB_v)
@@ -184,12 +176,12 @@ class DqGemmKernel:
         t = self.t
         begin, end = Int32(0), Int32(0)
         for j in cutlass.range_constexpr(t.tiles - 1, -1, -1):  # the first tile with visitors sets the start
-            b, e = mask.n_block_range(blk * t.tiles + j, MAIN_KN, QM)
+            b, e = mask.n_block_range(blk * t.tiles + j, self.main_kn, QM)
             if b < e:
                 begin = b
                 if end == 0:
                     end = e
-        per_tile = MAIN_KN // t.kn
+        per_tile = self.main_kn // t.kn
         return begin * per_tile, cutlass.max(end - begin, 0) * per_tile
 
     @cute.jit
@@ -200,17 +192,17 @@ class DqGemmKernel:
         op = warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16))
         mma = cute.make_tiled_mma(op, (1, t.tile_warps, 1), permutation_mnk=(16, t.tile_warps * self.col_step, 16))
         lane = tidx % (32 * t.tile_warps)
-        ldsm_a = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=True, num_matrices=4), self.dtype)
+        ldsm_a = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=self.keys_major, num_matrices=4), self.dtype)
         ldsm_b = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=True, num_matrices=self.col_step // 4),
                                      self.dtype)
         thr = mma.get_slice(lane)
         cA = cute.make_tiled_copy_A(ldsm_a, mma).get_slice(lane)
         cB = cute.make_tiled_copy_B(ldsm_b, mma).get_slice(lane)
-        # the group's (kn, QM, stages) block of the (kn, QM, tiles * stages) buffer (stage index j * stages + stage;
-        # the block offset is a multiple of the swizzle's period, so the view swizzles alike)
+        # the group's (ds_tile, stages) block of the (ds_tile, tiles * stages) buffer (stage index j * stages + stage;
+        # the block offset is a multiple of the swizzle's period, so the view swizzles alike); A = dS is (QM, kn)
         block = cute.assume(group_idx * (t.stages * t.kn * QM), divby=t.stages * t.kn * QM)
-        own = cute.make_tensor(s.dSt.iterator + block, cu.smem_tile_layout(t.kn, QM, t.stages))
-        sdS = cu.transpose_view(own, t.kn, QM, t.stages)
+        own = cute.make_tensor(s.dSt.iterator + block, cu.smem_tile_layout(*self.ds_tile, t.stages))
+        sdS = cu.transpose_view(own, t.kn, QM, t.stages) if self.keys_major else own
         sKt = cu.transpose_view(s.K, t.kn, self.D, t.stages)
         rA = thr.make_fragment_A(thr.partition_A(sdS[None, None, 0]))
         rB = thr.make_fragment_B(thr.partition_B(sKt[None, None, 0]))
@@ -222,11 +214,11 @@ class DqGemmKernel:
         """Per-thread partitions of K and of the CTA's dS^T tiles over every chunk (a chunk mode), made once."""
         t = self.t
         copy_k = cu.make_gmem_copy(self.dtype, self.k_threads, self.D)
-        copy_ds = cu.make_gmem_copy(self.dtype, self.ds_threads, QM)
+        copy_ds = cu.make_gmem_copy(self.dtype, self.ds_threads, self.ds_tile[1])
         thr_k, thr_ds = copy_k.get_slice(tidx % self.k_threads), copy_ds.get_slice(tidx % self.ds_threads)
         gK = cute.local_tile(k_bh, (t.kn, self.D), (None, 0))                               # (kn, D, chunks)
         cK = cute.local_tile(cute.make_identity_tensor(k_bh.shape), (t.kn, self.D), (None, 0))
-        gdS = cute.local_tile(ds_bh, (t.kn, QM), (None, None))                              # (kn, QM, chunks, tiles)
+        gdS = cute.local_tile(ds_bh, self.ds_tile, (None, None))      # (ds_tile, chunks, tiles) or (.., tiles, chunks)
         return SimpleNamespace(copy_k=copy_k, copy_ds=copy_ds, tidx=tidx, blk=blk, head_dim=k_bh.shape[1],
                                gK=thr_k.partition_S(gK), cK=thr_k.partition_S(cK), sK=thr_k.partition_D(s.K),
                                gdS=thr_ds.partition_S(gdS), sdSt=thr_ds.partition_D(s.dSt))
@@ -245,8 +237,10 @@ class DqGemmKernel:
                                   ld.head_dim)
             if ld.tidx < self.ds_threads:
                 for j in cutlass.range_constexpr(t.tiles):
-                    cute.copy(ld.copy_ds, ld.gdS[None, None, None, chunk, ld.blk * t.tiles + j],
-                              ld.sdSt[None, None, None, j * t.stages + stage])
+                    m_tile = ld.blk * t.tiles + j
+                    src = ld.gdS[None, None, None, chunk, m_tile] if cutlass.const_expr(self.keys_major) \
+                        else ld.gdS[None, None, None, m_tile, chunk]
+                    cute.copy(ld.copy_ds, src, ld.sdSt[None, None, None, j * t.stages + stage])
         cute.arch.cp_async_commit_group()
 
     @cute.jit

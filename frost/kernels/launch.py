@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from frost.kernels import rowwise
-from frost.kernels.compile import has_dq_gemm_set
+from frost.kernels.compile import DQ_GEMM_DEFAULT_PADS, has_dq_gemm_set
 from frost.kernels.dq_gemm import dq_gemm_fits
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
@@ -73,10 +73,16 @@ def wide_band_dq_gemm(tile, mask: MaskSpec) -> bool:
     return has_dq_gemm_set(tile.head_dim_pad, tile.head_dim_v_pad) and not orders_dq(tile, mask, False)
 
 
+def wants_dq_gemm(tile, mask: MaskSpec, deterministic: bool) -> bool:
+    """Whether a problem should run on a dq_gemm set: a wide band, in deterministic mode or at the pads whose
+    default mode takes it too (compile.DQ_GEMM_DEFAULT_PADS)."""
+    return (deterministic or tile.head_dim_pad in DQ_GEMM_DEFAULT_PADS) and wide_band_dq_gemm(tile, mask)
+
+
 def takes_dq_gemm(cfg, p: Problem) -> bool:
-    """Whether a problem bound to a dq_gemm config (KernelConfig.dq_gemm) runs on that set: deterministic, a wide
-    band, and a dS^T workspace within dq_gemm.DQ_GEMM_MAX_BYTES (what api.workspace_regions sized)."""
-    return (p.deterministic and wide_band_dq_gemm(cfg.tile, problem_mask(cfg, p))
+    """Whether a problem bound to a dq_gemm config (KernelConfig.dq_gemm) runs on that set: wants_dq_gemm, and a dS
+    workspace within dq_gemm.DQ_GEMM_MAX_BYTES (what api.workspace_regions sized)."""
+    return (wants_dq_gemm(cfg.tile, problem_mask(cfg, p), p.deterministic)
             and dq_gemm_fits(p.batch, p.heads, p.seq_q, p.seq_kv))
 
 

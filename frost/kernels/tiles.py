@@ -269,6 +269,38 @@ GRID_VARIANTS = {
 }
 
 
+DQ_GEMM_QM = 32  # the query tile of the main kernels whose sets compute dQ by a GEMM of their own (their m_block)
+
+
+# DqGemmTile: H200, bf16, deterministic / default mode of the whole backward (twenty-first session), MHA B4 H16
+# S4096 d128 non-causal / causal, GQA 2,32,8 d128 causal, MHA B2 H16 S4096 d96 causal / non-causal: (4, 2, 64, 3)
+# served 1.038 / 1.041 / 1.050 / 1.081 / 1.063; (4, 2, 32, 6) 1.062 / 1.068 / 1.073 / 1.082 / 1.065; (2, 4, 64, 3)
+# 1.105 / 1.109 / 1.116 / 1.141 / 1.127; two CTAs per SM of 4 warps, (2, 2, 32, 4) and (2, 2, 64, 2), at d128
+# 1.078-1.084 and 1.093-1.109 (served 1.039-1.042 in that run). One warp per query tile spills at d128 (its 128
+# accumulator registers).
+@dataclass(frozen=True)
+class DqGemmTile:
+    """The dQ GEMM kernel's CTA (dq_gemm.DqGemmKernel)."""
+    tiles: int = 4        # query tiles per CTA, one per warp group
+    tile_warps: int = 2   # warps per query tile (they split the head dim)
+    kn: int = 64          # keys per step
+    stages: int = 3
+
+    @property
+    def threads(self) -> int:
+        return 32 * self.tiles * self.tile_warps
+
+    def smem_bytes(self, head_dim_pad: int) -> int:
+        return self.stages * (self.kn * head_dim_pad + self.kn * DQ_GEMM_QM * self.tiles) * 2
+
+
+# (Q/K pad, V pad: 0 = the same) -> the dQ GEMM tile of the sets whose dQ is a GEMM of its own (compile.KernelKey
+# .dq_gemm): the main kernel stores dS (bwd_main_ds) and dq_gemm.py sums dQ from it. d96/d128 (bwd_main_pipe) in
+# deterministic mode; d192/d256 (the grid kernel) in both modes (compile.DQ_GEMM_DEFAULT_PADS).
+DQ_GEMM_TILES = {(96, 0): DqGemmTile(), (128, 0): DqGemmTile(), (192, 0): DqGemmTile(4, 2, 32, 4),
+                 (192, 128): DqGemmTile(4, 2, 32, 4), (256, 0): DqGemmTile(2, 4, 32, 4)}
+
+
 def pipe_mbarriers(stages: int, ordered: bool = False) -> int:
     """bwd_main_pipe's mbarriers: a full and an empty one per Q/dO stage and per dS^T buffer (two), and with ordered
     dQ two "adds done" ones (one per dS^T buffer's step)."""

@@ -10,8 +10,9 @@ group and the sink are runtime values -- so 2 dtypes x 11 padded head-dim pairs 
 plus 192/128 with narrower V tiles: tiles.served_pads) x 2 archs x 2 dQ orders (atomic; ordered, for
 deterministic mode and narrow bands: KernelKey.ordered) = 88 kernel sets cover every head dim (multiple of 8,
 <= 256, Dv <= Dqk) and feature combination; problems without GQA get d64's atomic set compiled with other ptxas
-options (compile.MHA_PTXAS, KernelKey.mha: 4 more sets), and deterministic mode at d96/d128 its dq_gemm sets
-(compile.DQ_GEMM_PADS, KernelKey.dq_gemm: the main kernel storing dS^T, then the dQ GEMM kernel; 8 more). The
+options (compile.MHA_PTXAS, KernelKey.mha: 4 more sets), and the dq_gemm sets (tiles.DQ_GEMM_TILES,
+KernelKey.dq_gemm: the main kernel storing dS, then the dQ GEMM kernel; d96/d128 deterministic, d192/d256 both
+modes: 20 more). The
 unserved 2-D warp-grid kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked too. Compiles run in
 parallel processes (one per CPU).
 
@@ -49,15 +50,15 @@ def _tool(name: str) -> str:
 def _builds():
     """(key, tile override, label): every served set, plus the unserved grid-kernel variants (bf16) so that code
     keeps building too."""
-    from frost.kernels.compile import DQ_GEMM_PADS, DTYPES, MHA_PTXAS, KernelKey
-    from frost.kernels.tiles import GRID_VARIANTS, served_pads
+    from frost.kernels.compile import DTYPES, MHA_PTXAS, KernelKey
+    from frost.kernels.tiles import DQ_GEMM_TILES, GRID_VARIANTS, served_pads
 
     served = [(KernelKey(dt, d, arch, 0 if dv == d else dv, ordered), None, "") for arch in ARCHS
               for dt in DTYPES for d, dv in served_pads() for ordered in (False, True)]
     served += [(KernelKey(dt, d, arch, dv, ordered, mha=True), None, "") for arch in ARCHS for dt in DTYPES
                for d, dv, ordered in MHA_PTXAS]
-    served += [(KernelKey(dt, d, arch, dq_gemm=True), None, "") for arch in ARCHS for dt in DTYPES
-               for d in DQ_GEMM_PADS]
+    served += [(KernelKey(dt, d, arch, dv, dq_gemm=True), None, "") for arch in ARCHS for dt in DTYPES
+               for d, dv in DQ_GEMM_TILES]
     variants = [(KernelKey("bfloat16", t.head_dim_pad, arch), t, name) for arch in ARCHS
                 for name, t in GRID_VARIANTS.items()]
     return served, variants
@@ -66,7 +67,7 @@ def _builds():
 def _tag(key, label: str) -> str:
     """arch/dtype/d<Q/K pad>v<V pad><label>: how a built set is named in file names and problems."""
     order = "/ordered" if key.ordered else ""
-    kind = "/mha" if key.mha else "/dq_gemm" if key.dq_gemm else ""
+    kind = "/mha" if key.mha else "/dq_gemm" if key.dq_gemm else ""  # (V pad 0: like Q/K)
     return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{order}{kind}{label}"
 
 
@@ -84,6 +85,7 @@ def _build(item, outdir):
 
 KERNEL_NAMES = {"PreprocessKernel": "preprocess", "BwdMainKernel": "main", "BwdMainGridKernel": "main",
                 "BwdMainLagKernel": "main", "BwdMainPipeKernel": "main", "BwdMainDsKernel": "main",
+                "BwdMainGridDsKernel": "main",
                 "DqConvertKernel": "dq_convert", "DqGemmKernel": "dq_gemm"}
 
 
@@ -109,7 +111,8 @@ def _resources(cuobjdump: str, cubin: str) -> dict:
 
 
 def test_compile_gate():
-    from frost.kernels.compile import DQ_GEMM_PADS, MHA_PTXAS
+    from frost.kernels.compile import MHA_PTXAS
+    from frost.kernels.tiles import DQ_GEMM_TILES
 
     cuobjdump, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
     served, variants = _builds()
@@ -134,4 +137,4 @@ def test_compile_gate():
             if "main" in resources and smem + resources["main"]["SHARED"] > SMEM_LIMIT:
                 problems.append(f"{tag} main: shared memory {smem} + {resources['main']['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)
-    assert len(served) == 2 * 2 * (11 * 2 + len(MHA_PTXAS) + len(DQ_GEMM_PADS)) and len(built) == len(items)
+    assert len(served) == 2 * 2 * (11 * 2 + len(MHA_PTXAS) + len(DQ_GEMM_TILES)) and len(built) == len(items)

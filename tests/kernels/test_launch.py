@@ -185,8 +185,8 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
 
 def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(monkeypatch):
     """Deterministic mode at d96/d128 outside the narrow bands takes the dq_gemm set (dQ by a GEMM over a stored
-    dS^T: no ordered relay), whose workspace holds dS^T in its dq_accum region; a problem whose dS^T would pass
-    dq_gemm.DQ_GEMM_MAX_BYTES runs on the relay instead, a default-mode one on the atomic set (twins, fetched
+    dS^T: no ordered relay), whose workspace holds dS^T in its dq_accum region (d192/d256: the default mode too); a
+    problem whose dS^T would pass dq_gemm.DQ_GEMM_MAX_BYTES runs on the relay instead, a default-mode one on the atomic set (twins, fetched
     once), and a Launch refuses a problem of another kind."""
     from frost.kernels import api, dq_gemm
     from frost.kernels.compile import KernelKey
@@ -195,10 +195,14 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
     assert cfg.dq_gemm and not cfg.ordered and cfg.kernel_key.as_str().endswith(":o0:dqg")
     assert dict(workspace_regions(cfg, 2, 4, 100, 140))["dq_accum"] == 2 * 4 * 256 * 128 * 2  # keys pad to 128
     for d, band, gemm in ((96, None, True), (128, 257, True), (128, 256, False), (96, 128, False), (64, None, False),
-                          (192, None, False)):
+                          (192, None, True), (256, 129, True), (256, 128, False), (160, None, False)):
         c = choose_config("bfloat16", d, d, True, "top_left", "sm_90a", band_left=band, deterministic=True)
         assert c.dq_gemm == gemm and c.ordered == (not gemm), (d, band)
-    assert not choose_config("bfloat16", 128, 128, True, "top_left", "sm_90a").dq_gemm
+    # the grid kernel's pads take it in the default mode too (compile.DQ_GEMM_DEFAULT_PADS)
+    for d, dv, band, gemm in ((128, 128, None, False), (192, 192, None, True), (192, 128, None, True),
+                              (256, 256, None, True), (256, 256, 128, False)):
+        c = choose_config("bfloat16", d, dv, True, "top_left", "sm_90a", band_left=band)
+        assert c.dq_gemm == gemm and not c.ordered == (gemm or band is None), (d, dv, band)
     for d, bad in ((128, {"ordered": True}), (64, {"mha": True}), (64, {})):
         with pytest.raises(ValueError, match="dq_gemm"):
             KernelKey("bfloat16", d, "sm_90a", dq_gemm=True, **bad)
@@ -267,7 +271,7 @@ def test_with_config_shares_kernels_only_within_a_compile_key():
 
 
 @pytest.mark.parametrize("d, limit", [(256, 8_388_480), (128, 16_777_088), (64, 33_554_304)])
-def test_bind_refuses_sequences_past_the_accumulator_offsets(d, limit):
+def test_bind_refuses_sequences_past_the_accumulator_offsets(d, limit, monkeypatch):
     """One head's fp32 dQ accumulator holds seq_q (rounded up to 128) x padded head dim (acc_cols) elements with
     32-bit offsets: the bind refuses longer query sequences with a TensorError naming the tensor and the limit,
     at the same limit the probe declines with (seq_len_max)."""
@@ -280,8 +284,12 @@ def test_bind_refuses_sequences_past_the_accumulator_offsets(d, limit):
     assert ACC_ROW_PAD == rowwise.SEQ_PAD and ACC_COL_PADS == HEAD_DIM_PADS
     assert all(tile_for(h, h).head_dim_pad == acc_cols(h) for h in range(8, 257, 8))
     assert max_seq_q(CUTE_SM120, d) == limit and (limit + ACC_ROW_PAD) * d > (1 << 31) - 1 >= limit * d
+    from frost.kernels import api
+
     bwd = CompiledBackward(choose_config("bfloat16", d, d, True, "top_left", "sm_90a"), _recording_kernels({}))
-    # (two query heads per kv head: an MHA problem at d64 would fetch the MHA set, a real compile)
+    # (a twin set -- d256's problem past the dS workspace's limit runs on the atomic set -- is not compiled)
+    monkeypatch.setattr(api, "get_kernels", lambda key: _recording_kernels({}))
+    # (two query heads per kv head: an MHA problem at d64 would fetch the MHA set)
     bwd.bind(Problem(1, 2, 1, limit, 64, 1.0))   # the limit itself binds
     with pytest.raises(TensorError, match=rf"q\.shape\[2\].*{limit + 1}.*at most {limit}"):
         bwd.bind(Problem(1, 2, 1, limit + 1, 64, 1.0))
