@@ -62,7 +62,19 @@ def ds_workspace(ptr: cute.Pointer, batch, heads, seqlen_kv, seqlen_q_pad, keys_
 # The largest dS^T workspace a dq_gemm set is used with (B4 H16 S4096 takes 2 GiB; FROST_DQ_GEMM_MAX_BYTES sets
 # another, 0 for none); a deterministic problem needing more runs on the ordered relay instead
 # (KernelConfig.for_problem), which needs no workspace of that size.
-DQ_GEMM_MAX_BYTES = int(os.environ.get("FROST_DQ_GEMM_MAX_BYTES", 2 ** 31))
+def _max_bytes_from_env() -> int:
+    text = os.environ.get("FROST_DQ_GEMM_MAX_BYTES", str(2 ** 31))
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"FROST_DQ_GEMM_MAX_BYTES={text!r}: expected a byte count >= 0 (0 turns the dS workspace "
+                         f"off; default {2 ** 31})")
+    return value
+
+
+DQ_GEMM_MAX_BYTES = _max_bytes_from_env()
 
 
 def ds_workspace_bytes(batch: int, heads: int, seq_q: int, seq_kv: int) -> int:

@@ -341,3 +341,18 @@ def test_checked_entry_keeps_a_bound_launch_per_problem(monkeypatch):
     for i in range(api.MAX_BOUND_LAUNCHES):
         bwd(q, k, v, o, do, lse, dq, dk, dv, scale=1.0 + i, workspace=ws, stream=5)
     assert len(bwd._launches) == api.MAX_BOUND_LAUNCHES and 0.125 not in {p.scale for p in bwd._launches}
+
+
+def test_dq_gemm_workspace_limit_from_the_environment(monkeypatch):
+    """FROST_DQ_GEMM_MAX_BYTES caps the dS workspace (0: never use it); anything but a byte count is refused,
+    naming the variable, the value and what is accepted."""
+    from frost.kernels import dq_gemm
+
+    monkeypatch.delenv("FROST_DQ_GEMM_MAX_BYTES", raising=False)
+    assert dq_gemm._max_bytes_from_env() == 2 ** 31
+    monkeypatch.setenv("FROST_DQ_GEMM_MAX_BYTES", "0")
+    assert dq_gemm._max_bytes_from_env() == 0
+    for bad in ("abc", "-5", "1.5e9"):
+        monkeypatch.setenv("FROST_DQ_GEMM_MAX_BYTES", bad)
+        with pytest.raises(ValueError, match=rf"FROST_DQ_GEMM_MAX_BYTES='{bad}'.*byte count >= 0"):
+            dq_gemm._max_bytes_from_env()
