@@ -67,9 +67,9 @@ def orders_dq(tile, mask: MaskSpec, deterministic: bool) -> bool:
 
 
 def wide_band_dq_gemm(tile, mask: MaskSpec) -> bool:
-    """Whether deterministic mode on this tile and mask may take a dq_gemm set (compile.has_dq_gemm_set): not on
-    the narrow bands the default mode orders too (their relay writes dQ directly and has 2-3 visitors per query
-    tile; a dS^T workspace of the whole score matrix would be mostly unused there)."""
+    """Whether a problem on this tile and mask may take a dq_gemm set (compile.has_dq_gemm_set): not on the narrow
+    bands the default mode orders (their relay writes dQ directly and has 2-3 visitors per query tile; a dS
+    workspace of the whole score matrix would be mostly unused there)."""
     return has_dq_gemm_set(tile.head_dim_pad, tile.head_dim_v_pad) and not orders_dq(tile, mask, False)
 
 

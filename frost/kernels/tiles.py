@@ -296,7 +296,9 @@ class DqGemmTile:
 
 # (Q/K pad, V pad: 0 = the same) -> the dQ GEMM tile of the sets whose dQ is a GEMM of its own (compile.KernelKey
 # .dq_gemm): the main kernel stores dS (bwd_main_ds) and dq_gemm.py sums dQ from it. d96/d128 (bwd_main_pipe) in
-# deterministic mode; d192/d256 (the grid kernel) in both modes (compile.DQ_GEMM_DEFAULT_PADS).
+# deterministic mode; d192/d256 (the grid kernel) in both modes (compile.DQ_GEMM_DEFAULT_PADS). The d192/d256
+# tiles were not swept: 32-key chunks in four stages fit 80 KB, and d256 takes 4 warps per query tile so that each
+# warp's accumulator stays at 64 registers (2 tiles x 4 warps: 178 registers on sm_90a, d192's 4 x 2: 250).
 DQ_GEMM_TILES = {(96, 0): DqGemmTile(), (128, 0): DqGemmTile(), (192, 0): DqGemmTile(4, 2, 32, 4),
                  (192, 128): DqGemmTile(4, 2, 32, 4), (256, 0): DqGemmTile(2, 4, 32, 4)}
 
