@@ -15,15 +15,31 @@ diag - L <= j - i <= diag + R (diag = skv - sq bottom-right, 0 top-left).
   a lost contribution).
 - The launch grid (``ordering.block_order``) deals a head's KV tiles out in ascending order in both of its orders.
 
-The jit-decorated methods are called through ``__wrapped__``: the same source, evaluated on Python ints."""
+The jit-decorated methods are called through ``__wrapped__``: the same source, evaluated on Python ints. They are
+read from fresh copies of the modules: a real DSL compile earlier in the process rewrites the jit functions it
+traced (their ``__wrapped__`` then builds MLIR and fails outside a compile), and a copy no compile has touched
+keeps these tests independent of which tests ran before."""
 
+import importlib.util
 import random
 
 import pytest
 
 pytest.importorskip("cutlass")
 
-from frost.kernels.mask import FLAG_BOTTOM_RIGHT, NO_BOUND, AttentionMask, make_mask  # noqa: E402
+
+def _fresh_copy(name: str):
+    """A new module object executed from ``name``'s source file (not registered in sys.modules)."""
+    module = importlib.import_module(name)
+    spec = importlib.util.spec_from_file_location(f"{name}__plain_copy", module.__file__)
+    copy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(copy)
+    return copy
+
+
+_MASK = _fresh_copy("frost.kernels.mask")
+FLAG_BOTTOM_RIGHT, NO_BOUND, AttentionMask, make_mask = (_MASK.FLAG_BOTTOM_RIGHT, _MASK.NO_BOUND, _MASK.AttentionMask,
+                                                         _MASK.make_mask)
 
 
 def _mask(sq, skv, left, right, bottom_right):
@@ -108,7 +124,9 @@ def test_block_order_puts_kv_tiles_slowest_for_causal_walks_and_unbounded_ordere
     """ordering.block_order: which grid a problem gets, and that every grid holds each (KV tile, kv head, batch)
     once with a head's KV tiles in ascending launch order (ordered dQ's deadlock freedom)."""
     from frost.kernels.mask import FLAG_KV_SLOWEST, FLAG_ORDERED_DQ
-    from frost.kernels.ordering import MAX_GRID_YZ, block_order
+
+    ordering = _fresh_copy("frost.kernels.ordering")
+    MAX_GRID_YZ, block_order = ordering.MAX_GRID_YZ, ordering.block_order
 
     n_kv, heads_kv, batch = 5, 3, 2
     flags_in = FLAG_ORDERED_DQ if ordered else 0
