@@ -53,11 +53,11 @@ from frost.kernels.arch import arch_config
 from frost.kernels.compile import DTYPES, KernelKey, get_kernels, has_mha_set
 from frost.errors import TensorError
 from frost.kernels.dq_gemm import dq_gemm_fits, ds_workspace_bytes
-from frost.kernels.launch import (Launch, Problem, orders_dq, problem_orders_dq, seq_pad, takes_dq_gemm,
-                                  wants_dq_gemm)
+from frost.kernels.launch import Launch, Problem, orders_dq, problem_orders_dq, takes_dq_gemm, wants_dq_gemm
 from frost.analyzer.capability import CUTE_SM120, max_seq_q
 from frost.kernels.mask import MaskSpec
 from frost.kernels.preprocess import SEM_ROWS
+from frost.kernels.rowwise import seq_pad
 from frost.kernels.tiles import TileConfig, pad_head_dim, tile_for
 
 
@@ -139,7 +139,7 @@ def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, s
     del heads_kv
     rows = batch * heads_q * seq_pad(seq_q)
     acc = rows * cfg.head_dim_pad * 4
-    if cfg.dq_gemm and dq_gemm_fits(batch, heads_q, seq_q, seq_kv):  # the region holds dS^T instead
+    if cfg.dq_gemm and dq_gemm_fits(batch, heads_q, seq_q, seq_kv):  # the region holds dS instead
         acc = max(acc, ds_workspace_bytes(batch, heads_q, seq_q, seq_kv))
     return [("dq_accum", acc), ("lse_log2", rows * 4), ("delta", rows * 4),
             ("dq_sem", round_up16(rows // SEM_ROWS * 4)),

@@ -613,15 +613,16 @@ class BwdMainKernel:
             cu.store_acc(cu.convert(acc.dK, self.dtype), mm.thr_acc.partition_C(g.gdK), coords, seqlen_kv, hd)
 
 
-def smem_storage(dtype, tiles: dict, vec_len: int, mbarriers: int = 0):
+def smem_storage(dtype, tiles: dict, vec_len: int = 0, mbarriers: int = 0):
     """The kernel's shared-memory struct: the io-dtype tiles (name -> elements, 1024-byte aligned for the
-    swizzle) in order, then the fp32 row vectors sLSE2 and sDelta (``vec_len`` each, 128-byte aligned), then
-    ``mbarriers`` mbarrier words ("mbar") where asked for."""
+    swizzle) in order, then the fp32 row vectors sLSE2 and sDelta (``vec_len`` each, 128-byte aligned; none for
+    0: dq_gemm's kernel), then ``mbarriers`` mbarrier words ("mbar") where asked for."""
     def buf(dt, n, align=1024):
         return cute.struct.Align[cute.struct.MemRange[dt, n], align]
 
     fields = {name: buf(dtype, n) for name, n in tiles.items()}
-    fields.update(sLSE2=buf(Float32, vec_len, 128), sDelta=buf(Float32, vec_len, 128))
+    if vec_len:
+        fields.update(sLSE2=buf(Float32, vec_len, 128), sDelta=buf(Float32, vec_len, 128))
     if mbarriers:
         fields.update(mbar=buf(cutlass.Int64, mbarriers, 8))
     return cute.struct(type("Storage", (), {"__annotations__": fields}))

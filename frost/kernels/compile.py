@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
-from frost.kernels.tiles import DQ_GEMM_TILES, TileConfig, tile_for_pads, tile_for_target
+from frost.kernels.tiles import DQ_GEMM_TILES, TileConfig, dq_gemm_tile, tile_for_pads, tile_for_target
 
 DTYPES = ("float16", "bfloat16")
 
@@ -43,7 +43,7 @@ DQ_GEMM_DEFAULT_PADS = (192, 256)
 
 
 def has_dq_gemm_set(head_dim_pad: int, head_dim_v_pad: int) -> bool:
-    return (head_dim_pad, 0 if head_dim_v_pad == head_dim_pad else head_dim_v_pad) in DQ_GEMM_TILES
+    return dq_gemm_tile(head_dim_pad, head_dim_v_pad) is not None
 
 
 def has_mha_set(head_dim_pad: int, head_dim_v_pad: int, ordered: bool) -> bool:
@@ -176,9 +176,8 @@ def _dq_gemm_kernel(dt, key: KernelKey, tile: TileConfig, arch):
     stores dS^T (the rows kernel) or dS (the grid kernel)."""
     from frost.kernels.dq_gemm import DqGemmKernel
 
-    v_pad = 0 if key.head_dim_v_pad == key.head_dim_pad else key.head_dim_v_pad
-    return DqGemmKernel(dt, key.head_dim_pad, arch, DQ_GEMM_TILES[key.head_dim_pad, v_pad], main_kn=tile.n_block,
-                        keys_major=not tile.warp_grid)
+    return DqGemmKernel(dt, key.head_dim_pad, arch, dq_gemm_tile(key.head_dim_pad, key.head_dim_v_pad),
+                        main_kn=tile.n_block, keys_major=not tile.warp_grid)
 
 
 _CACHE: dict = {}

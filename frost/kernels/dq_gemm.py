@@ -41,6 +41,7 @@ from cutlass.cute.nvgpu import warp
 from frost.kernels import cute_utils as cu
 from frost.kernels import rowwise
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
+from frost.kernels.bwd_main import smem_storage
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
 from frost.kernels.tiles import DQ_GEMM_QM as QM, DqGemmTile
 
@@ -59,9 +60,9 @@ def ds_workspace(ptr: cute.Pointer, batch, heads, seqlen_kv, seqlen_q_pad, keys_
                                                   stride=(head_stride * heads, head_stride, row_stride, 1)))
 
 
-# The largest dS^T workspace a dq_gemm set is used with (B4 H16 S4096 takes 2 GiB; FROST_DQ_GEMM_MAX_BYTES sets
-# another, 0 for none); a deterministic problem needing more runs on the ordered relay instead
-# (KernelConfig.for_problem), which needs no workspace of that size.
+# The largest dS workspace a dq_gemm set is used with (B4 H16 S4096 takes 2 GiB; FROST_DQ_GEMM_MAX_BYTES sets
+# another, 0 for none); a problem needing more runs on the ordered relay (deterministic) or the atomic set instead
+# (KernelConfig.for_problem), which need no workspace of that size.
 def _max_bytes_from_env() -> int:
     text = os.environ.get("FROST_DQ_GEMM_MAX_BYTES", str(2 ** 31))
     try:
@@ -79,12 +80,11 @@ DQ_GEMM_MAX_BYTES = _max_bytes_from_env()
 
 def ds_workspace_bytes(batch: int, heads: int, seq_q: int, seq_kv: int) -> int:
     """Host side: bytes of ds_workspace (16-bit elements, queries padded like the workspace rows)."""
-    seq_q_pad = -(-seq_q // rowwise.SEQ_PAD) * rowwise.SEQ_PAD
-    return batch * heads * (-(-seq_kv // MAIN_KN) * MAIN_KN) * seq_q_pad * 2
+    return batch * heads * (-(-seq_kv // MAIN_KN) * MAIN_KN) * rowwise.seq_pad(seq_q) * 2
 
 
 def dq_gemm_fits(batch: int, heads: int, seq_q: int, seq_kv: int) -> bool:
-    """Whether a problem's dS^T workspace is within DQ_GEMM_MAX_BYTES."""
+    """Whether a problem's dS workspace is within DQ_GEMM_MAX_BYTES."""
     return ds_workspace_bytes(batch, heads, seq_q, seq_kv) <= DQ_GEMM_MAX_BYTES
 
 
@@ -106,7 +106,7 @@ class DqGemmKernel:
         self.ds_threads = cu.copy_threads(tile.threads, *self.ds_tile)
 
     # ------------------------------------------------------------------------------------------------ host side
-    # (pdQacc: the workspace's dq_accum region, which holds dS^T in these sets; the chain names arguments alike)
+    # (pdQacc: the workspace's dq_accum region, which holds dS in these sets; the chain names arguments alike)
     @cute.jit
     def __call__(self, pdQacc: cute.Pointer, pK: cute.Pointer, pdQ: cute.Pointer, pSeqQ: cute.Pointer,
                  pSeqKV: cute.Pointer, batch: Int32, heads: Int32, heads_kv: Int32, seqlen_q: Int32,
@@ -134,12 +134,7 @@ class DqGemmKernel:
 
     def _storage_cls(self):
         lay = self._layouts()
-
-        def buf(n):
-            return cute.struct.Align[cute.struct.MemRange[self.dtype, n], 1024]
-
-        return cute.struct(type("Storage", (), {"__annotations__": {"sK": buf(cute.cosize(lay.K)),
-                                                                    "sdSt": buf(cute.cosize(lay.dSt))}}))
+        return smem_storage(self.dtype, {"sK": cute.cosize(lay.K), "sdSt": cute.cosize(lay.dSt)})
 
     # ------------------------------------------------------------------------------------------------ the kernel
     @cute.kernel
@@ -154,7 +149,7 @@ class DqGemmKernel:
         mask = make_mask(seqlen_q, seqlen_kv, band_left, band_right, flags)
         group_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx()) // t.tile_warps
         m_tile = blk * t.tiles + group_idx
-        own_begin, own_end = mask.n_block_range(m_tile, self.main_kn, QM)  # the KV tiles that stored this tile's dS^T
+        own_begin, own_end = mask.n_block_range(m_tile, self.main_kn, QM)  # the KV tiles that stored this tile's dS
         first, n_chunks = self._chunk_range(mask, blk)
         st = cutlass.memory.SmemAllocator().allocate(storage_cls)
         lay = self._layouts()
@@ -198,8 +193,8 @@ class DqGemmKernel:
 
     @cute.jit
     def _operands(self, s, tidx, group_idx):
-        """The group's dQ MMA (its warps along the head dim) and its ldmatrix operands per stage: A = dS (the
-        transposed view of the group's dS^T tile), B = K^T."""
+        """The group's dQ MMA (its warps along the head dim) and its ldmatrix operands per stage: A = dS (the group's
+        dS tile, or the transposed view of its dS^T tile), B = K^T."""
         t = self.t
         op = warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16))
         mma = cute.make_tiled_mma(op, (1, t.tile_warps, 1), permutation_mnk=(16, t.tile_warps * self.col_step, 16))
@@ -223,7 +218,7 @@ class DqGemmKernel:
 
     @cute.jit
     def _loaders(self, s, tidx, k_bh: cute.Tensor, ds_bh: cute.Tensor, blk):
-        """Per-thread partitions of K and of the CTA's dS^T tiles over every chunk (a chunk mode), made once."""
+        """Per-thread partitions of K and of the CTA's dS tiles over every chunk (a chunk mode), made once."""
         t = self.t
         copy_k = cu.make_gmem_copy(self.dtype, self.k_threads, self.D)
         copy_ds = cu.make_gmem_copy(self.dtype, self.ds_threads, self.ds_tile[1])
@@ -238,7 +233,7 @@ class DqGemmKernel:
     @cute.jit
     def _load_chunk(self, ld, first, n_chunks, i, stage: cutlass.Constexpr, seqlen_kv):
         """Chunk ``i`` of the walk into ``stage``: K (zero-filled outside the batch's keys and the head dim) and the
-        dS^T of every query tile of the CTA (where the chunk's KV tile did not visit a tile this loads workspace
+        dS of every query tile of the CTA (where the chunk's KV tile did not visit a tile this loads workspace
         it never wrote, inside the region: that tile's group skips the MMA); one commit group, empty past the
         walk."""
         t = self.t

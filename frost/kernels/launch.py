@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from frost.kernels import rowwise
+from frost.kernels.rowwise import seq_pad
 from frost.kernels.compile import DQ_GEMM_DEFAULT_PADS, has_dq_gemm_set
 from frost.kernels.dq_gemm import dq_gemm_fits
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
@@ -36,11 +36,6 @@ class Problem:
     seq_len_kv: bool = False
     sink: bool = False          # sink and dsink are passed
     dlse: bool = False          # a dlse tensor (gradient on the forward's LSE output) is passed
-
-
-def seq_pad(seq_q: int) -> int:
-    """Workspace rows per (batch, head): seq_q rounded up to a multiple of 128."""
-    return -(-seq_q // rowwise.SEQ_PAD) * rowwise.SEQ_PAD
 
 
 # Per padded Q/K head dim: the widest band (L + R) on which the default mode orders dQ too, where ordering measured

@@ -303,6 +303,11 @@ DQ_GEMM_TILES = {(96, 0): DqGemmTile(), (128, 0): DqGemmTile(), (192, 0): DqGemm
                  (192, 128): DqGemmTile(4, 2, 32, 4), (256, 0): DqGemmTile(2, 4, 32, 4)}
 
 
+def dq_gemm_tile(head_dim_pad: int, head_dim_v_pad: int) -> "DqGemmTile | None":
+    """DQ_GEMM_TILES' tile for a pad pair (a V pad equal to the Q/K pad counts as 0), None where there is none."""
+    return DQ_GEMM_TILES.get((head_dim_pad, 0 if head_dim_v_pad == head_dim_pad else head_dim_v_pad))
+
+
 def pipe_mbarriers(stages: int, ordered: bool = False) -> int:
     """bwd_main_pipe's mbarriers: a full and an empty one per Q/dO stage and per dS^T buffer (two), and with ordered
     dQ two "adds done" ones (one per dS^T buffer's step)."""
