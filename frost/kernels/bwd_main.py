@@ -29,8 +29,9 @@ zero-filled in shared memory, so padded keys get exact-zero dK/dV rows (the whol
 add exact zeros to dQ. The walk is trimmed to the query tiles the band and the lengths let see the KV tile
 (mask.py), so a window-W backward costs O(S*W). Deterministic mode (and narrow bands) order the dQ adds (see
 ordering.dq_order_wait). d80 runs bwd_main_lag's step instead (dQ one step behind, one CTA barrier per step), d96
-and d128 that step on per-stage mbarriers with three Q/dO stages (bwd_main_pipe), in both dQ orders, and in their
-dq_gemm sets (deterministic mode) storing dS^T for a dQ GEMM of its own instead (bwd_main_ds, dq_gemm.py).
+and d128 that step on per-stage mbarriers with three Q/dO stages (bwd_main_pipe), in both dQ orders. The dq_gemm
+sets (d96/d128/d224 deterministic mode, d160 both modes) store dS^T for a dQ GEMM of their own instead (bwd_main_ds,
+dq_gemm.py).
 
 Batch, heads, GQA group, sequence lengths (full and per batch), logical head dims, strides, the scale, the band
 bounds, the alignment and the feature flags are runtime values; the compiled code depends only on the dtype and
@@ -177,8 +178,12 @@ class BwdMainKernel:
             cute.arch.sync_threads()
             if cutlass.const_expr(do_dk):
                 self._dq_release_last(ld, walk)
-            self._store_dkv(mm, acc, g, args.K.shape[2], args.Q.shape[3], args.V.shape[3], args.scale, do_dv,
-                            do_dk)
+            self._store_dkv(mm, acc, self._epilogue_views(args, g), args.K.shape[2], args.Q.shape[3],
+                            args.V.shape[3], args.scale, do_dv, do_dk)
+
+    def _epilogue_views(self, a, g):
+        """Hook: the gmem views a pass stores dK/dV through (its own, made before the walk)."""
+        return g
 
     def _commit_groups(self, do_dk: bool) -> tuple[bool, bool]:
         """Whether a pass's first loads commit (K and V, Q, dO) as one cp.async group (False, False), or K/V

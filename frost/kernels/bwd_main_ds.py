@@ -1,22 +1,24 @@
 """The main kernels of the dq_gemm sets (KernelKey.dq_gemm): each step stores its dS tile instead of adding dQ,
-which dq_gemm.DqGemmKernel then computes. BwdMainDsKernel (bwd_main_pipe, d96/d128) and BwdMainGridDsKernel
-(bwd_main_grid, d192/d256).
+which dq_gemm.DqGemmKernel then computes. BwdMainDsKernel (bwd_main_pipe, d96/d128), BwdMainRowsDsKernel
+(bwd_main's two-barrier step, d160/d224) and BwdMainGridDsKernel (bwd_main_grid, d192/d256).
 
-Where the pipe runs its lagged dQ GEMM (the end of the next trip, once the step's dS^T buffer is complete), this
-kernel copies that buffer (N keys x M queries, io dtype, exactly what the dQ GEMM would have read) into the
-workspace (dq_gemm.ds_workspace) at (batch, head, KV tile, query tile): 16-byte shared loads and global stores,
-two per thread at d96/d128, in place of the GEMM's ldmatrix, MMAs and fp32 adds. The buffer is released to the
-store two steps later (the pipe's dS-empty mbarrier) after the global stores, which consume the loaded registers.
-Nothing else changes: the walk, loads, masks and dK/dV are bwd_main_pipe's, so dK and dV are bitwise equal to its
-atomic set's."""
+Where the kernel ran its dQ GEMM (the pipe: at the end of the next trip, once the step's dS^T buffer is complete;
+the others: after the step's mid barrier), it copies the shared-memory dS tile (exactly what the dQ GEMM would have
+read, io dtype) into the workspace (dq_gemm.ds_workspace) at (batch, head, KV tile, query tile): 16-byte shared
+loads and global stores in place of the GEMM's ldmatrix, MMAs and fp32 adds. The pipe releases its buffer to the
+store two steps later (its dS-empty mbarrier) after the global stores, which consume the loaded registers; in the
+others the next step's top barrier keeps the tile until every thread read it. Nothing else changes: the walk,
+loads, masks and dK/dV are the base kernel's, so dK and dV are bitwise equal to its atomic set's."""
 
 import cutlass
 import cutlass.cute as cute
 
 from frost.kernels import cute_utils as cu
+from frost.kernels.bwd_main import BwdMainKernel
 from frost.kernels.bwd_main_grid import BwdMainGridKernel
 from frost.kernels.bwd_main_pipe import BwdMainPipeKernel
 from frost.kernels.dq_gemm import MAIN_KN, QM, ds_workspace
+from frost.kernels.ordering import kv_tile_of_block
 
 
 def _workspace(kernel, a, keys_major: bool):
@@ -45,10 +47,11 @@ class _StoresDs:
     """The setup both main kernels of the dq_gemm sets share: the workspace view and the store's copy. ``_BASE`` is
     the kernel class they extend (named, not super(): inside a jit function super() resolves against the
     instance's own class), ``_KEYS_MAJOR`` the workspace's layout, ``_ds_tile(s)`` the shared-memory dS tile (with
-    its contiguous columns) that the store reads."""
+    its contiguous columns) that the store reads, ``_DS_BUFFERS`` its buffers (the pipe's two)."""
 
     _BASE = None
     _KEYS_MAJOR = True
+    _DS_BUFFERS = 1
 
     @cute.jit
     def _setup(self, a, s, tidx):
@@ -60,12 +63,28 @@ class _StoresDs:
     def _mma_operands(self, mmas: cutlass.Constexpr, s, tidx):
         return _with_store(self._BASE._mma_operands(self, mmas, s, tidx), self, *self._ds_tile(s), tidx)
 
+    @cute.jit
+    def _dq_step(self, mm, ld, mask, walk, it, head, m_block, sdS=None):
+        """Step ``it``'s dS tile (complete in shared memory; the pipe's buffer it % 2) into the workspace at (KV
+        tile, query tile); then the pipe's buffer is free (_after_ds_reads, a no-op elsewhere)."""
+        ws = ld.ds[ld.batch, head, None, None]
+        src = mm.ds_src
+        if cutlass.const_expr(self._DS_BUFFERS > 1):
+            src = mm.ds_src[None, None, None, it % self._DS_BUFFERS]
+        if cutlass.const_expr(self._KEYS_MAJOR):
+            dst = cute.local_tile(ws, (self.N, self.M), (walk.n_block, m_block))
+        else:
+            dst = cute.local_tile(ws, (self.M, self.N), (m_block, walk.n_block))
+        _store_ds(mm, src, dst)
+        self._after_ds_reads(walk, it)
+
 
 class BwdMainDsKernel(_StoresDs, BwdMainPipeKernel):
     """bwd_main_pipe storing dS^T (key-major workspace)."""
 
     _BASE = BwdMainPipeKernel
     _KEYS_MAJOR = True
+    _DS_BUFFERS = 2
 
     def __init__(self, dtype, tile, arch, ordered: bool = False):
         assert not ordered and tile.dq_lag_mbar and (tile.n_block, tile.m_block) == (MAIN_KN, QM), tile
@@ -74,12 +93,33 @@ class BwdMainDsKernel(_StoresDs, BwdMainPipeKernel):
     def _ds_tile(self, s):
         return s.dSt, self.M   # (N keys, M queries, 2 buffers)
 
+
+class BwdMainRowsDsKernel(_StoresDs, BwdMainKernel):
+    """bwd_main's two-barrier step storing dS^T (key-major workspace; d160, d224: 64-key tiles, whose dQ adds in
+    32-column chunks are twice as many per score as a 128-key tile's). Two-pass tiles store in the dK pass."""
+
+    _BASE = BwdMainKernel
+    _KEYS_MAJOR = True
+
+    def __init__(self, dtype, tile, arch, ordered: bool = False):
+        assert not (ordered or tile.dq_lag or tile.warp_grid) and tile.m_block == QM, tile
+        assert MAIN_KN % tile.n_block == 0, tile
+        BwdMainKernel.__init__(self, dtype, tile, arch, ordered)
+
+    def _ds_tile(self, s):
+        return s.dSt, self.M   # (N keys, M queries)
+
+    def _dq_release_last(self, ld, walk):
+        """Nothing: a dq_gemm set never orders dQ (the Launch refuses such a problem), and the values of the ordered
+        path's last release, held across the walk, spilled on sm_90a fp16 at d160."""
+
     @cute.jit
-    def _dq_step(self, mm, ld, mask, walk, it, head, m_block, sdS=None):
-        """Step ``it``'s dS^T (complete in buffer it % 2) into the workspace; then the buffer is free."""
-        _store_ds(mm, mm.ds_src[None, None, None, it % 2],
-                  cute.local_tile(ld.ds[ld.batch, head, None, None], (self.N, self.M), (walk.n_block, m_block)))
-        self._after_ds_reads(walk, it)
+    def _epilogue_views(self, a, g):
+        """dK/dV's gmem views made again after the walk, from a CTA position the compilers cannot merge with the
+        one before it (it is decoded from flags passed through cu.opaque_i32): held across the walk instead, d224's
+        64-bit dK/dV offset spilled on sm_90a bf16 (8 bytes), d160's kv head on sm_90a fp16 (8 bytes)."""
+        n_block, head_kv, batch = kv_tile_of_block(cu.opaque_i32(a.flags))
+        return self._gmem_views(a.Q, a.K, a.V, a.dK, a.dV, batch, head_kv, n_block)
 
 
 class BwdMainGridDsKernel(_StoresDs, BwdMainGridKernel):
@@ -96,9 +136,3 @@ class BwdMainGridDsKernel(_StoresDs, BwdMainGridKernel):
 
     def _ds_tile(self, s):
         return s.dS, self.N    # (M queries, N keys)
-
-    @cute.jit
-    def _dq_step(self, mm, ld, mask, walk, it, head, m_block, sdS=None):
-        """Step ``it``'s dS into the workspace (the next step's top barrier keeps it until every thread read it)."""
-        _store_ds(mm, mm.ds_src,
-                  cute.local_tile(ld.ds[ld.batch, head, None, None], (self.M, self.N), (m_block, walk.n_block)))

@@ -9,8 +9,8 @@ batch), logical head dims, strides, scale, the mask (band bounds, alignment) and
 (flags and pointers), so one compiled set serves every shape and feature combination of its key. Where ptxas
 options measured faster for problems without GQA only (MHA_PTXAS), such problems get a set of their own (``mha``:
 the same code, compiled with those options; correct for any problem, chosen for Hq == Hkv). A third kind of set
-(``dq_gemm``: tiles.DQ_GEMM_TILES, deterministic mode at d96/d128, both modes at d192/d256) has its main kernel
-store dS and a fourth kernel compute dQ from it (dq_gemm.py), with no fp32 dQ adds.
+(``dq_gemm``: tiles.DQ_GEMM_TILES, deterministic mode at d96/d128/d224, both modes at d160/d192/d256) has its main
+kernel store dS and a fourth kernel compute dQ from it (dq_gemm.py), with no fp32 dQ adds.
 Compiling for an arch other than the device's (or with no GPU) is a cross-compile: the result can be inspected
 (PTX, cubin) and exported but not launched.
 
@@ -37,9 +37,14 @@ MHA_PTXAS = {(64, 0, False): "--register-usage-level 6"}
 
 
 # Sets whose dQ is a GEMM of its own (KernelKey.dq_gemm) exist for the pads of tiles.DQ_GEMM_TILES: deterministic
-# mode takes them there; at these Q/K pads (the grid kernel, whose fp32 dQ adds are heavy: 64-key tiles) the
-# default mode takes them too.
-DQ_GEMM_DEFAULT_PADS = (192, 256)
+# mode takes them there; at these Q/K pads (64-key tiles, whose fp32 dQ adds are twice as many per score as a
+# 128-key tile's) the default mode takes them too. Not d224 (also 64-key tiles): its two-pass main kernel is
+# single-buffered (88 KB, no room for a second buffer) and, without the dQ GEMM that hid its refills, hardly faster
+# (MHA B2 H16 S4096 bf16 on the H200, twenty-second session: main kernel 4.44 / 9.19 ms against 4.60 / 8.80 with
+# the adds, causal / non-causal; the whole backward 1.04x / 1.11x the atomic set's time, where the ordered relay is
+# 1.21x / 1.32x). d160's main kernel, with dO double-buffered in the room the dQ GEMM left (tiles._DQ_GEMM_CHANGES),
+# is 28 % faster (1.88 / 3.75 ms against 2.61 / 5.22), the backward 0.83x / 0.82x.
+DQ_GEMM_DEFAULT_PADS = (160, 192, 256)
 
 
 def has_dq_gemm_set(head_dim_pad: int, head_dim_v_pad: int) -> bool:
@@ -72,9 +77,10 @@ class KernelKey:
 
     @property
     def tile(self) -> TileConfig:
-        """The tile this set compiles with (the ordered set's and some targets' differ: tiles.tile_for_target)."""
+        """The tile this set compiles with (the ordered and dq_gemm sets' and some targets' differ:
+        tiles.tile_for_target)."""
         return tile_for_target(tile_for_pads(self.head_dim_pad, self.head_dim_v_pad), self.ordered, self.arch,
-                               self.dtype)
+                               self.dtype, self.dq_gemm)
 
     def as_str(self) -> str:
         kind = ":mha" if self.mha else ":dqg" if self.dq_gemm else ""
@@ -122,7 +128,7 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
     from frost.kernels.bwd_main import BwdMainKernel
-    from frost.kernels.bwd_main_ds import BwdMainDsKernel, BwdMainGridDsKernel
+    from frost.kernels.bwd_main_ds import BwdMainDsKernel, BwdMainGridDsKernel, BwdMainRowsDsKernel
     from frost.kernels.bwd_main_grid import BwdMainGridKernel
     from frost.kernels.bwd_main_lag import BwdMainLagKernel
     from frost.kernels.bwd_main_pipe import BwdMainPipeKernel
@@ -147,7 +153,8 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
 
     tile = tile or key.tile
     if key.dq_gemm:
-        main_cls = BwdMainGridDsKernel if tile.warp_grid else BwdMainDsKernel
+        main_cls = (BwdMainGridDsKernel if tile.warp_grid else BwdMainDsKernel if tile.dq_lag_mbar
+                    else BwdMainRowsDsKernel)
     else:
         main_cls = (BwdMainGridKernel if tile.warp_grid else BwdMainPipeKernel if tile.dq_lag_mbar
                     else BwdMainLagKernel if tile.dq_lag else BwdMainKernel)

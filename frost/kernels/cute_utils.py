@@ -299,3 +299,11 @@ def spin_until_at_least(ptr: cute.Pointer, value: Int32, seen: Int32 | None = No
         constraints = "l,r,r,~{memory}"
     llvm.inline_asm(None, operands, "{\n\t.reg .pred p;\n\t.reg .b32 v;\n\t" + body + "}", constraints,
                     has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
+
+
+@dsl_user_op
+def opaque_i32(x: Int32, *, loc=None, ip=None) -> Int32:
+    """``x`` through an asm statement with side effects: the compilers cannot merge it with an earlier copy of the
+    same value, so what is recomputed from it after a loop is not held in registers across the loop."""
+    return Int32(llvm.inline_asm(Int32.mlir_type, [Int32(x).ir_value(loc=loc, ip=ip)], "mov.b32 $0, $1;", "=r,r",
+                                 has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))

@@ -295,12 +295,17 @@ class DqGemmTile:
 
 
 # (Q/K pad, V pad: 0 = the same) -> the dQ GEMM tile of the sets whose dQ is a GEMM of its own (compile.KernelKey
-# .dq_gemm): the main kernel stores dS (bwd_main_ds) and dq_gemm.py sums dQ from it. d96/d128 (bwd_main_pipe) in
-# deterministic mode; d192/d256 (the grid kernel) in both modes (compile.DQ_GEMM_DEFAULT_PADS). The d192/d256
-# tiles were not swept: 32-key chunks in four stages fit 80 KB, and d256 takes 4 warps per query tile so that each
-# warp's accumulator stays at 64 registers (2 tiles x 4 warps: 178 registers on sm_90a, d192's 4 x 2: 250).
-DQ_GEMM_TILES = {(96, 0): DqGemmTile(), (128, 0): DqGemmTile(), (192, 0): DqGemmTile(4, 2, 32, 4),
-                 (192, 128): DqGemmTile(4, 2, 32, 4), (256, 0): DqGemmTile(2, 4, 32, 4)}
+# .dq_gemm): the main kernel stores dS (bwd_main_ds) and dq_gemm.py sums dQ from it. d96/d128 (bwd_main_pipe) and
+# d224 (bwd_main's two passes) in deterministic mode; d160 (bwd_main) and d192/d256 (the grid kernel) in both modes
+# (compile.DQ_GEMM_DEFAULT_PADS). The d192/d256 tiles were not swept: 32-key chunks in four stages fit 80 KB, and
+# d256 takes 4 warps per query tile so that each warp's accumulator stays at 64 registers (2 tiles x 4 warps: 178
+# registers on sm_90a, d192's 4 x 2: 250). d160/d224, dQ GEMM kernel alone, MHA B2 H16 S4096 causal / non-causal
+# (H200 bf16, torch profiler, twenty-second session): d160 (4, 2, 32, 4) 0.347 / 0.581 ms, (4, 2, 64, 2) 0.353 /
+# 0.571, (4, 2, 32, 5) 0.346 / 0.582, (2, 4, 32, 4) 0.429 / 0.775; d224 (4, 2, 32, 4) 0.439 / 0.736, (2, 4, 32, 4)
+# 0.540 / 0.975, (2, 4, 64, 2) 0.623 / 1.102, (2, 4, 32, 5) 0.542 / 0.977.
+DQ_GEMM_TILES = {(96, 0): DqGemmTile(), (128, 0): DqGemmTile(), (160, 0): DqGemmTile(4, 2, 32, 4),
+                 (192, 0): DqGemmTile(4, 2, 32, 4), (192, 128): DqGemmTile(4, 2, 32, 4),
+                 (224, 0): DqGemmTile(4, 2, 32, 4), (256, 0): DqGemmTile(2, 4, 32, 4)}
 
 
 def dq_gemm_tile(head_dim_pad: int, head_dim_v_pad: int) -> "DqGemmTile | None":
@@ -332,24 +337,39 @@ def tile_for(head_dim_qk: int, head_dim_v: int) -> TileConfig:
     return tile_for_pads(pad_head_dim(head_dim_qk), pad_head_dim(head_dim_v))
 
 
-def tile_for_order(tile: TileConfig, ordered: bool) -> TileConfig:
-    """The tile a kernel set compiles with: the ordered set's changes (_ORDERED_CHANGES) applied to its pad's
-    table tile (not to the narrower-V tiles, which have none)."""
-    changes = _ORDERED_CHANGES.get(tile.head_dim_pad) if ordered and not tile.head_dim_v_pad else None
+# The dq_gemm sets' main kernels (bwd_main_ds) take these changes to the pad's table tile where they measured
+# faster there:
+# - d160: dO double-buffered (84 KB). Without the dQ GEMM that hid them, the single-buffered dO refills were the
+#   step's wait: MHA H16 S4096 bf16 (H200, twenty-second session), B2 causal / non-causal 2.514 / 4.927 -> 2.228 /
+#   4.293 ms, B4 5.097 / 9.837 -> 4.397 / 8.535 (main kernel 2.135 -> 1.849 ms at B2 causal). The atomic set
+#   with dO double-buffered measured 2.707 / 5.310 -> 2.687 / 5.280 ms (B2): its dQ GEMM hides the refills.
+_DQ_GEMM_CHANGES = {160: {"do_stages": 2}}
+
+
+def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False) -> TileConfig:
+    """The tile a kernel set compiles with: the ordered set's changes (_ORDERED_CHANGES) or the dq_gemm set's
+    (_DQ_GEMM_CHANGES) applied to its pad's table tile (not to the narrower-V tiles, which have none)."""
+    table = _ORDERED_CHANGES if ordered else _DQ_GEMM_CHANGES if dq_gemm else {}
+    changes = table.get(tile.head_dim_pad) if not tile.head_dim_v_pad else None
     return replace(tile, **changes) if changes else tile
 
 
-# A target whose compile of a served atomic-set tile spills takes these changes (the compile gate allows no spills):
+# A target whose compile of a served atomic-set or dq_gemm-set tile spills takes these changes (the compile gate
+# allows no spills):
 # - d128 in fp16 on sm_90a: the three-stage bwd_main_pipe spills 8 bytes there (254 registers; bf16, and fp16 on
 #   SM120, do not), so that set pipelines two stages.
-_TARGET_CHANGES = {("sm_90a", "float16", 128): {"q_stages": 2, "do_stages": 2}}
+# - d160 in fp16 on sm_90a: the dq_gemm set's double-buffered dO (_DQ_GEMM_CHANGES) spills 8 bytes there (outside
+#   the walk; bf16, and fp16 on SM120, do not), so that set keeps the table's single dO buffer (the atomic set has
+#   it anyway).
+_TARGET_CHANGES = {("sm_90a", "float16", 128): {"q_stages": 2, "do_stages": 2},
+                   ("sm_90a", "float16", 160): {"do_stages": 1}}
 
 
-def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str) -> TileConfig:
-    """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_order, then, for the atomic set on the
-    pad's table tile, the target's changes (_TARGET_CHANGES)."""
+def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str, dq_gemm: bool = False) -> TileConfig:
+    """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_set, then, for the atomic or dq_gemm
+    set on the pad's table tile, the target's changes (_TARGET_CHANGES)."""
     changes = _TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad)) if not (ordered or tile.head_dim_v_pad) else None
-    tile = tile_for_order(tile, ordered)
+    tile = tile_for_set(tile, ordered, dq_gemm)
     return replace(tile, **changes) if changes else tile
 
 
@@ -359,8 +379,9 @@ def served_pads() -> tuple[tuple[int, int], ...]:
 
 
 def all_tiles() -> tuple[TileConfig, ...]:
-    """Every tile a served kernel set compiles with (both dQ orders, each once)."""
-    tiles = (tile_for_order(tile_for_pads(*p), o) for p in served_pads() for o in (False, True))
+    """Every tile a served kernel set compiles with (both dQ orders and the dq_gemm sets, each once)."""
+    tiles = [tile_for_set(tile_for_pads(*p), o) for p in served_pads() for o in (False, True)]
+    tiles += [tile_for_set(tile_for_pads(d, dv or d), False, True) for d, dv in DQ_GEMM_TILES]
     return tuple(dict.fromkeys(tiles))
 
 

@@ -11,9 +11,8 @@ plus 192/128 with narrower V tiles: tiles.served_pads) x 2 archs x 2 dQ orders (
 deterministic mode and narrow bands: KernelKey.ordered) = 88 kernel sets cover every head dim (multiple of 8,
 <= 256, Dv <= Dqk) and feature combination; problems without GQA get d64's atomic set compiled with other ptxas
 options (compile.MHA_PTXAS, KernelKey.mha: 4 more sets), and the dq_gemm sets (tiles.DQ_GEMM_TILES,
-KernelKey.dq_gemm: the main kernel storing dS, then the dQ GEMM kernel; d96/d128 deterministic, d192/d256 both
-modes: 20 more). The
-unserved 2-D warp-grid kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked too. Compiles run in
+KernelKey.dq_gemm: the main kernel storing dS, then the dQ GEMM kernel; d96/d128/d224 deterministic,
+d160/d192/d256 both modes: 28 more). The unserved 2-D warp-grid kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked too. Compiles run in
 parallel processes (one per CPU).
 
 Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""
@@ -85,7 +84,7 @@ def _build(item, outdir):
 
 KERNEL_NAMES = {"PreprocessKernel": "preprocess", "BwdMainKernel": "main", "BwdMainGridKernel": "main",
                 "BwdMainLagKernel": "main", "BwdMainPipeKernel": "main", "BwdMainDsKernel": "main",
-                "BwdMainGridDsKernel": "main",
+                "BwdMainGridDsKernel": "main", "BwdMainRowsDsKernel": "main",
                 "DqConvertKernel": "dq_convert", "DqGemmKernel": "dq_gemm"}
 
 

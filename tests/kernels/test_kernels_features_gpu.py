@@ -116,9 +116,14 @@ BITWISE_CASES = {
     "grid_2pass": Case(b=2, hq=4, hkv=2, sq=300, skv=350, dqk=256, dv=256, causal=True, alignment=BR,
                        band_left=200, seq_len_q=[300, 170], seq_len_kv=[350, 300], sink=-1.0, deterministic=True,
                        seed=6),
-    # the ordered set's own tile (tiles._ORDERED_CHANGES: d160 adds its whole dQ after one GEMM)
+    # the ordered set's own tile (tiles._ORDERED_CHANGES: d160 adds its whole dQ after one GEMM), which d160 runs on
+    # narrow bands (wide ones take the dq_gemm set)
     "ordered_tile": Case(b=2, hq=4, hkv=2, sq=400, skv=380, dqk=160, dv=160, causal=True, alignment=TL,
-                         seq_len_q=[400, 233], seq_len_kv=[380, 301], sink=0.3, deterministic=True, seed=10),
+                         band_left=120, seq_len_q=[400, 233], seq_len_kv=[380, 301], sink=0.3, deterministic=True,
+                         seed=10),
+    # the rows kernel's dq_gemm set at d224 (two passes; dS^T stored in the second)
+    "rows_dq_gemm": Case(b=2, hq=6, hkv=2, sq=333, skv=290, dqk=200, dv=200, causal=True, alignment=BR,
+                         seq_len_q=[333, 150], seq_len_kv=[290, 201], sink=-0.4, deterministic=True, seed=12),
     # the grid kernel with V tiles narrower than Q/K (192/128)
     "grid_narrow_v": Case(b=2, hq=8, hkv=2, sq=500, skv=450, dqk=192, dv=128, causal=True, alignment=BR,
                           seq_len_q=[500, 377], seq_len_kv=[450, 301], sink=0.7, deterministic=True, seed=9),
@@ -132,7 +137,8 @@ def test_deterministic_bitwise(which):
     c = BITWISE_CASES[which]
     inp = build_inputs(c)
     cfg, bwd = compiled(c)
-    assert cfg.dq_gemm == (which in ("causal", "dq_gemm_d96", "grid", "grid_2pass", "grid_narrow_v")), which
+    gemm_cases = ("causal", "dq_gemm_d96", "grid", "grid_2pass", "grid_narrow_v", "rows_dq_gemm")
+    assert cfg.dq_gemm == (which in gemm_cases), which
     feats = kernel_features(c, inp)
     ws = make_workspace(cfg, c.b, c.hq, c.sq, c.skv, c.hkv)
     first = None
@@ -172,7 +178,9 @@ DET_CASES = [Case(b=2, hq=4, hkv=2, sq=s, skv=skv, dqk=d, dv=d, causal=causal, a
                  # query tiles no KV tile visits, a band that starts past the first keys
                  (128, 700, 500, True, BR, None, 30, [700, 333], [500, 499], 0.5),
                  (96, 260, 300, False, TL, 300, 100, [260, 1], [300, 0], None),
-                 (128, 333, 1000, True, BR, 700, None, None, [1000, 640], -1.0)])]
+                 (128, 333, 1000, True, BR, 700, None, None, [1000, 640], -1.0),
+                 # d160's dq_gemm set (the rows kernel, one pass), a band wider than its ordered ones
+                 (160, 300, 350, True, BR, 200, None, [300, 111], [350, 200], 0.9)])]
 
 
 @pytest.mark.parametrize("i", range(len(DET_CASES)))
@@ -194,10 +202,11 @@ def test_sanitizer_features(det):
     run_cases([Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
                     band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
                     dlse=d == 128, seed=d) for d in (64, 96, 128, 192, 256)]
-              # deterministic mode on a wide band at d96/d128: the dq_gemm set (dS^T stored, dQ by its own GEMM)
+              # on a wide band the dq_gemm sets (dS^T stored, dQ by its own GEMM): d96/d128/d224 in deterministic
+              # mode, d160 in both
               + [Case(b=2, hq=4, hkv=2, sq=150, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=None,
                       band_right=8, seq_len_q=[150, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
-                      dlse=d == 96, seed=d + 1) for d in (96, 128)]
+                      dlse=d == 96, seed=d + 1) for d in (96, 128, 160, 224)]
               + [Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=192, dv=128, causal=True, alignment=BR, band_left=40,
                       band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
                       seed=7)])

@@ -121,12 +121,13 @@ def test_a_set_whose_main_kernel_writes_dq_converts_only_for_dsink():
     (64, (257, 0), False, False), (64, (None, 0), False, False), (64, (None, None), False, False),
     (64, (None, None), True, True), (128, (0, 0), False, True), (32, (128, 0), False, True),
     (32, (129, 0), False, False), (160, (128, 0), False, True), (160, (129, 0), False, False),
-    (160, (None, 0), True, True),
+    (160, (100, 0), True, True), (160, (None, 0), True, False),
     (192, (64, 0), False, False), (256, (100, 28), False, True), (256, (100, 29), False, False),
     (80, (500, 12), False, True), (80, (513, 0), False, False)])
 def test_narrow_bands_order_dq_in_the_default_mode(d, band, det, ordered):
-    """dQ is added in KV-tile order (FLAG_ORDERED_DQ) in deterministic mode, and in the default mode for bands of
-    L + R <= the measured launch.ORDERED_BAND (d192's grid tile: never, it does not write dQ directly)."""
+    """dQ is added in KV-tile order (FLAG_ORDERED_DQ) in deterministic mode (but not on the dq_gemm sets: d160 on a
+    wide band), and in the default mode for bands of L + R <= the measured launch.ORDERED_BAND (d192's grid tile:
+    never, it does not write dQ directly)."""
     calls = {}
     cfg, tensors, ws = _problem_tensors(d=d, band_left=band[0], band_right=band[1], deterministic=det)
     assert cfg.ordered == cfg.kernel_key.ordered == ordered
@@ -184,10 +185,10 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
 
 
 def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(monkeypatch):
-    """Deterministic mode at d96/d128 outside the narrow bands takes the dq_gemm set (dQ by a GEMM over a stored
-    dS^T: no ordered relay), whose workspace holds dS^T in its dq_accum region (d192/d256: the default mode too); a
-    problem whose dS^T would pass dq_gemm.DQ_GEMM_MAX_BYTES runs on the relay instead, a default-mode one on the atomic set (twins, fetched
-    once), and a Launch refuses a problem of another kind."""
+    """Deterministic mode at d96/d128/d160/d224 and above outside the narrow bands takes the dq_gemm set (dQ by a
+    GEMM over a stored dS^T: no ordered relay), whose workspace holds dS^T in its dq_accum region (d160/d192/d256:
+    the default mode too); a problem whose dS^T would pass dq_gemm.DQ_GEMM_MAX_BYTES runs on the relay instead, a
+    default-mode one on the atomic set (twins, fetched once), and a Launch refuses a problem of another kind."""
     from frost.kernels import api, dq_gemm
     from frost.kernels.compile import KernelKey
 
@@ -195,12 +196,14 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
     assert cfg.dq_gemm and not cfg.ordered and cfg.kernel_key.as_str().endswith(":o0:dqg")
     assert dict(workspace_regions(cfg, 2, 4, 100, 140))["dq_accum"] == 2 * 4 * 256 * 128 * 2  # keys pad to 128
     for d, band, gemm in ((96, None, True), (128, 257, True), (128, 256, False), (96, 128, False), (64, None, False),
-                          (192, None, True), (256, 129, True), (256, 128, False), (160, None, False)):
+                          (192, None, True), (256, 129, True), (256, 128, False), (160, None, True),
+                          (160, 128, False), (224, None, True), (224, 64, True), (80, None, False)):
         c = choose_config("bfloat16", d, d, True, "top_left", "sm_90a", band_left=band, deterministic=True)
         assert c.dq_gemm == gemm and c.ordered == (not gemm), (d, band)
-    # the grid kernel's pads take it in the default mode too (compile.DQ_GEMM_DEFAULT_PADS)
+    # the pads of 64-key tiles take it in the default mode too (compile.DQ_GEMM_DEFAULT_PADS), but not d224
     for d, dv, band, gemm in ((128, 128, None, False), (192, 192, None, True), (192, 128, None, True),
-                              (256, 256, None, True), (256, 256, 128, False)):
+                              (256, 256, None, True), (256, 256, 128, False), (160, 160, None, True),
+                              (160, 160, 128, False), (224, 224, None, False)):
         c = choose_config("bfloat16", d, dv, True, "top_left", "sm_90a", band_left=band)
         assert c.dq_gemm == gemm and not c.ordered == (gemm or band is None), (d, dv, band)
     for d, bad in ((128, {"ordered": True}), (64, {"mha": True}), (64, {})):

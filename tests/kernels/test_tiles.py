@@ -164,7 +164,7 @@ def test_16_byte_dq_adds_need_16_column_warp_slices():
     """dq_red_v4 joins a warp's two 8-column dQ atoms of a tiled-MMA step (a 16-column slice) into one 16-byte add
     per lane pair: the 8-column slices of d48/d80/d96 and the grid kernel's dQ are refused; d64 serves it in both
     dQ orders, d128 in the atomic set (its ordered pipe spills with it on sm_120a)."""
-    from frost.kernels.tiles import GRID_VARIANTS, tile_for_order, tile_for_pads
+    from frost.kernels.tiles import GRID_VARIANTS, tile_for_set, tile_for_pads
 
     for pad in (48, 80, 96):
         assert tile_for_pads(pad).dq_col_step == 8
@@ -173,5 +173,5 @@ def test_16_byte_dq_adds_need_16_column_warp_slices():
     with pytest.raises(AssertionError, match="dq_red_v4"):
         dataclasses.replace(next(iter(GRID_VARIANTS.values())), dq_red_v4=True).check()
     for pad, ordered in ((64, False), (64, True), (128, False)):
-        tile = tile_for_order(tile_for_pads(pad), ordered)
+        tile = tile_for_set(tile_for_pads(pad), ordered)
         assert tile.dq_red_v4 and tile.dq_col_step == 16, (pad, ordered)
