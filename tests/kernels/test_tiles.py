@@ -138,6 +138,24 @@ def test_a_target_that_spills_a_tile_compiles_its_own_changes():
     fp16_sm90.check()
 
 
+def test_the_dq_gemm_set_compiles_its_own_changes_to_a_tile():
+    """KernelKey.tile applies tiles._DQ_GEMM_CHANGES to the dq_gemm set only: d160's main kernel double-buffers dO
+    there (84 KB, within SM120's limit), except in fp16 on sm_90a (_TARGET_CHANGES: it spills there); the atomic and
+    ordered sets keep their own tiles, the compile keys differ, and d224's dq_gemm tile is the table's."""
+    from frost.kernels.compile import KernelKey
+    from frost.kernels.tiles import SMEM_LIMIT_BYTES, tile_for_pads
+
+    gemm = KernelKey("bfloat16", 160, "sm_120a", dq_gemm=True).tile
+    atomic, ordered = (KernelKey("bfloat16", 160, "sm_120a", 0, o).tile for o in (False, True))
+    assert (atomic.do_stages, gemm.do_stages, gemm.dq_chunk) == (1, 2, atomic.dq_chunk)
+    assert gemm.smem_bytes() <= SMEM_LIMIT_BYTES and gemm in set(all_tiles())
+    assert len({tile_key(t) for t in (atomic, ordered, gemm)}) == 3
+    assert KernelKey("float16", 160, "sm_120a", dq_gemm=True).tile == gemm
+    assert KernelKey("float16", 160, "sm_90a", dq_gemm=True).tile == atomic
+    assert KernelKey("bfloat16", 224, "sm_90a", dq_gemm=True).tile == tile_for_pads(224)
+    gemm.check()
+
+
 def test_a_lagged_dq_tile_needs_v_in_registers_and_both_operands_double_buffered():
     """bwd_main_lag keeps V in registers (K stays in shared memory) and refills nothing mid-step, so its tile must
     not ask for K in registers, a single buffer or a second pass; its shared memory counts dO and dS^T in V's."""
