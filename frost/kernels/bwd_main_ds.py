@@ -44,7 +44,7 @@ def _store_ds(mm, src: cute.Tensor, dst_tile: cute.Tensor):
 
 
 class _StoresDs:
-    """The setup both main kernels of the dq_gemm sets share: the workspace view and the store's copy. ``_BASE`` is
+    """What the main kernels of the dq_gemm sets share: the workspace view, the store's copy and the step. ``_BASE`` is
     the kernel class they extend (named, not super(): inside a jit function super() resolves against the
     instance's own class), ``_KEYS_MAJOR`` the workspace's layout, ``_ds_tile(s)`` the shared-memory dS tile (with
     its contiguous columns) that the store reads, ``_DS_BUFFERS`` its buffers (the pipe's two)."""
