@@ -91,8 +91,7 @@ class BwdMainKernel:
                  dv_sb: Int64, dv_sh: Int64, dv_ss: Int64, scale: Float32, scale_log2: Float32, band_left: Int32,
                  band_right: Int32, flags: Int32, stream: cuda.CUstream):
         def bhsd(p, h, s, d, sb, sh, ss):
-            stride = (cute.assume(sb, divby=8), cute.assume(sh, divby=8), cute.assume(ss, divby=8), 1)
-            return cute.make_tensor(p, cute.make_layout((batch, h, s, d), stride=stride))
+            return cu.bhsd_tensor(p, batch, h, s, d, sb, sh, ss)
 
         sqp = cute.assume(seqlen_q_pad, divby=128)
         row_stride = cute.assume(Int64(sqp), divby=128)

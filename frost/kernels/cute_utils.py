@@ -26,6 +26,14 @@ def smem_tile_layout(rows: int, cols: int, stages: int | None = None):
     return cute.tile_to_shape(atom, (rows, cols, stages), (0, 1, 2))
 
 
+def bhsd_tensor(ptr: cute.Pointer, batch, heads, seqlen, head_dim, sb, sh, ss) -> cute.Tensor:
+    """A (batch, heads, seqlen, head_dim) tensor over ``ptr`` with runtime batch/head/row strides, which are
+    multiples of 8 elements (api's input check: 16-byte aligned rows, what the 16-byte copies need), and the head
+    dim contiguous."""
+    stride = (cute.assume(sb, divby=8), cute.assume(sh, divby=8), cute.assume(ss, divby=8), 1)
+    return cute.make_tensor(ptr, cute.make_layout((batch, heads, seqlen, head_dim), stride=stride))
+
+
 def transpose_view(t: cute.Tensor, rows: int, cols: int, stages: int | None = None) -> cute.Tensor:
     """(rows, cols[, stages]) -> (cols, rows[, stages]) view of the same memory."""
     if stages is None:

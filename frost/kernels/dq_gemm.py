@@ -115,15 +115,11 @@ class DqGemmKernel:
                  seqlen_kv: Int32, seqlen_q_pad: Int32, head_dim: Int32, k_sb: Int64, k_sh: Int64, k_ss: Int64,
                  dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, scale: Float32, band_left: Int32, band_right: Int32,
                  flags: Int32, stream: cuda.CUstream):
-        def bhsd(p, h, s, sb, sh, ss):
-            stride = (cute.assume(sb, divby=8), cute.assume(sh, divby=8), cute.assume(ss, divby=8), 1)
-            return cute.make_tensor(p, cute.make_layout((batch, h, s, head_dim), stride=stride))
-
         mdsT = ds_workspace(cute.recast_ptr(pdQacc, dtype=self.dtype), batch, heads, seqlen_kv,
                             cute.assume(seqlen_q_pad, divby=128), self.keys_major)
         storage_cls = self._storage_cls()
-        self.kernel(mdsT, bhsd(pK, heads_kv, seqlen_kv, k_sb, k_sh, k_ss),
-                    bhsd(pdQ, heads, seqlen_q, dq_sb, dq_sh, dq_ss),
+        self.kernel(mdsT, cu.bhsd_tensor(pK, batch, heads_kv, seqlen_kv, head_dim, k_sb, k_sh, k_ss),
+                    cu.bhsd_tensor(pdQ, batch, heads, seqlen_q, head_dim, dq_sb, dq_sh, dq_ss),
                     cute.make_tensor(pSeqQ, cute.make_layout(batch)), cute.make_tensor(pSeqKV, cute.make_layout(batch)),
                     heads // heads_kv, scale, band_left, band_right, flags, storage_cls).launch(
             grid=(cute.ceil_div(seqlen_q, QM * self.t.tiles), heads, batch), block=[self.t.threads, 1, 1],

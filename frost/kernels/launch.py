@@ -104,11 +104,12 @@ class Launch:
     def __init__(self, kernels, cfg, p: Problem, graph_replay: bool | None = None):
         mask = problem_mask(cfg, p)
         left, right = mask.bounds()
-        ordered = orders_dq(cfg.tile, mask, p.deterministic) and not cfg.dq_gemm
+        orders = orders_dq(cfg.tile, mask, p.deterministic)
+        ordered = orders and not cfg.dq_gemm
         if ordered != cfg.ordered or cfg.dq_gemm and not takes_dq_gemm(cfg, p):
             # (CompiledBackward.bind picks the set of the problem's kind)
-            kind = "ordered" if orders_dq(cfg.tile, mask, p.deterministic) else "atomic"
-            raise ValueError(f"a problem with {kind} dQ on the kernel set of {cfg.kernel_key.as_str()}")
+            raise ValueError(f"a problem with {'ordered' if orders else 'atomic'} dQ on the kernel set of "
+                             f"{cfg.kernel_key.as_str()}")
         flags, scale = _flags(mask, p, ordered), float(p.scale)
         self.empty = p.batch == 0 or p.heads == 0
         # the chain writes dsink in its preprocess and convert, which run only when there are query rows

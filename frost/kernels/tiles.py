@@ -381,7 +381,7 @@ def served_pads() -> tuple[tuple[int, int], ...]:
 def all_tiles() -> tuple[TileConfig, ...]:
     """Every tile a served kernel set compiles with (both dQ orders and the dq_gemm sets, each once)."""
     tiles = [tile_for_set(tile_for_pads(*p), o) for p in served_pads() for o in (False, True)]
-    tiles += [tile_for_set(tile_for_pads(d, dv or d), False, True) for d, dv in DQ_GEMM_TILES]
+    tiles += [tile_for_set(tile_for_pads(d, dv), False, True) for d, dv in DQ_GEMM_TILES]
     return tuple(dict.fromkeys(tiles))
 
 
