@@ -1,6 +1,6 @@
 """Ordered vs atomic dQ on bands: the measurements behind frost.kernels.launch.ORDERED_BAND.
 
-    python3 benchmarks/bench_ordered_dq.py [--head-dims 32,48,64,80,96,128,160,224,256] [--widths 64,128,256]
+    python3 benchmarks/bench_ordered_dq.py [--head-dims 32,48,64,80,96,128,160,256] [--widths 64,128,256]
     python3 benchmarks/bench_ordered_dq.py --issue-shapes      # gpt-oss and GQA d128 shapes, L up to 2048
 
 Per head dim, the same backward (bf16, sink, causal with a left band L) twice in one process: with dQ added
@@ -62,7 +62,7 @@ def issue_shapes(iters):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--head-dims", default="32,48,64,80,96,128,160,224,256")
+    ap.add_argument("--head-dims", default="32,48,64,80,96,128,160,256")
     ap.add_argument("--widths", default="64,128,256")
     ap.add_argument("--issue-shapes", action="store_true")
     ap.add_argument("--iters", type=int, default=10)

@@ -46,7 +46,7 @@ CUTE_SM120 = Capability(
     engine="cute_sm120", targets=("sm_120", "sm_121", "sm_90"),
     dtypes=("float16", "bfloat16"), dv_le_dqk=True,
     # the kernels' padded head dims (kernels.tiles.HEAD_DIM_PADS; a test keeps them equal)
-    head_dim=HeadDims(multiple_of=8, max=256, pads=(32, 48, 64, 80, 96, 128, 160, 192, 224, 256)),
+    head_dim=HeadDims(multiple_of=8, max=256, pads=(32, 48, 64, 80, 96, 128, 160, 192, 256)),
     masks=("none", "causal", "band"), alignments=("top_left", "bottom_right"),
     gqa=True, padding=True, sink=True, dlse=True, deterministic=True,
     needs_head_dim_contiguous=True, needs_16b_strides=True, max_smem_bytes=99 * 1024,

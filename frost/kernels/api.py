@@ -30,10 +30,10 @@ runs on a kernel set of its own, see ``deterministic``):
   and whose own GEMM kernel then sums dQ per query tile in KV-tile order (KernelConfig.dq_gemm, dq_gemm.py:
   1.04-1.08x the default mode against the ordered adds' 1.12-1.15x), when the config was chosen for
   deterministic mode (workspace_regions sizes its dS workspace) and that workspace is at most
-  dq_gemm.DQ_GEMM_MAX_BYTES; otherwise it orders the adds. d224 does the same (1.04-1.11x against the relay's
-  1.21-1.32x). At d160/d192/d256 both modes run that set (it is deterministic, and faster than their 64-key
-  tiles' fp32 dQ adds: 0.82-0.83x the time at d160, 0.86-0.92x at d192/d256), a problem too large for the
-  workspace the atomic set (default mode) or the relay.
+  dq_gemm.DQ_GEMM_MAX_BYTES; otherwise it orders the adds. At d160/d192/d256 (head dims 200-224 pad to 256)
+  both modes run that set (it is deterministic, and faster than their 64-key tiles' fp32 dQ adds: 0.82-0.83x
+  the time at d160, 0.86-0.92x at d192/d256), a problem too large for the workspace the atomic set (default
+  mode) or the relay.
 
 Problems without GQA (Hq == Hkv) run on a set compiled with other ptxas options where that measured faster for
 them only (compile.MHA_PTXAS: d64's atomic set; KernelConfig.mha, from choose_config's ``gqa_group``); the same

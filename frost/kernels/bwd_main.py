@@ -30,7 +30,7 @@ add exact zeros to dQ. The walk is trimmed to the query tiles the band and the l
 (mask.py), so a window-W backward costs O(S*W). Deterministic mode (and narrow bands) order the dQ adds (see
 ordering.dq_order_wait). d80 runs bwd_main_lag's step instead (dQ one step behind, one CTA barrier per step), d96
 and d128 that step on per-stage mbarriers with three Q/dO stages (bwd_main_pipe), in both dQ orders. The dq_gemm
-sets (d96/d128/d224 deterministic mode, d160 both modes) store dS^T for a dQ GEMM of their own instead (bwd_main_ds,
+sets (d96/d128 deterministic mode, d160 both modes) store dS^T for a dQ GEMM of their own instead (bwd_main_ds,
 dq_gemm.py).
 
 Batch, heads, GQA group, sequence lengths (full and per batch), logical head dims, strides, the scale, the band
@@ -436,7 +436,8 @@ class BwdMainKernel:
         cute.arch.sync_threads()
         if cutlass.const_expr(do_dk and self.release_at_top):
             self._dq_release_prev(ld, walk, it, head, m_block)  # the top barrier follows every warp's adds
-        # the next position is derived where it is used (computed once for the whole step, d224 spills)
+        # the next position is derived where it is used (computed once for the whole step, the two-pass
+        # rows tile spilled at d224, a pad until the twenty-third session)
         next_pos = lambda: self._walk_next(walk, head, m_block)  # noqa: E731
         self._load_next(ld, walk, it, next_pos, 1 - q_stage, 1 - do_stage, t.q_stages == 2, t.do_stages == 2,
                         do_dk)

@@ -1,6 +1,6 @@
 """The main kernels of the dq_gemm sets (KernelKey.dq_gemm): each step stores its dS tile instead of adding dQ,
 which dq_gemm.DqGemmKernel then computes. BwdMainDsKernel (bwd_main_pipe, d96/d128), BwdMainRowsDsKernel
-(bwd_main's two-barrier step, d160/d224) and BwdMainGridDsKernel (bwd_main_grid, d192/d256).
+(bwd_main's two-barrier step, d160) and BwdMainGridDsKernel (bwd_main_grid, d192/d256).
 
 Where the kernel ran its dQ GEMM (the pipe: at the end of the next trip, once the step's dS^T buffer is complete;
 the others: after the step's mid barrier), it copies the shared-memory dS tile (exactly what the dQ GEMM would have
@@ -95,8 +95,9 @@ class BwdMainDsKernel(_StoresDs, BwdMainPipeKernel):
 
 
 class BwdMainRowsDsKernel(_StoresDs, BwdMainKernel):
-    """bwd_main's two-barrier step storing dS^T (key-major workspace; d160, d224: 64-key tiles, whose dQ adds in
-    32-column chunks are twice as many per score as a 128-key tile's). Two-pass tiles store in the dK pass."""
+    """bwd_main's two-barrier step storing dS^T (key-major workspace; d160: 64-key tiles, whose dQ adds in
+    32-column chunks are twice as many per score as a 128-key tile's). Two-pass tiles store in the dK pass (none
+    is served since the 224 pad went, twenty-third session)."""
 
     _BASE = BwdMainKernel
     _KEYS_MAJOR = True
@@ -116,8 +117,9 @@ class BwdMainRowsDsKernel(_StoresDs, BwdMainKernel):
     @cute.jit
     def _epilogue_views(self, a, g):
         """dK/dV's gmem views made again after the walk, from a CTA position the compilers cannot merge with the
-        one before it (it is decoded from flags passed through cu.opaque_i32): held across the walk instead, d224's
-        64-bit dK/dV offset spilled on sm_90a bf16 (8 bytes), d160's kv head on sm_90a fp16 (8 bytes)."""
+        one before it (it is decoded from flags passed through cu.opaque_i32): held across the walk instead, d160's
+        kv head spilled on sm_90a fp16 (8 bytes), as did d224's 64-bit dK/dV offset on sm_90a bf16 while 224 was a
+        pad."""
         n_block, head_kv, batch = kv_tile_of_block(cu.opaque_i32(a.flags))
         return self._gmem_views(a.Q, a.K, a.V, a.dK, a.dV, batch, head_kv, n_block)
 

@@ -9,7 +9,7 @@ batch), logical head dims, strides, scale, the mask (band bounds, alignment) and
 (flags and pointers), so one compiled set serves every shape and feature combination of its key. Where ptxas
 options measured faster for problems without GQA only (MHA_PTXAS), such problems get a set of their own (``mha``:
 the same code, compiled with those options; correct for any problem, chosen for Hq == Hkv). A third kind of set
-(``dq_gemm``: tiles.DQ_GEMM_TILES, deterministic mode at d96/d128/d224, both modes at d160/d192/d256) has its main
+(``dq_gemm``: tiles.DQ_GEMM_TILES, deterministic mode at d96/d128, both modes at d160/d192/d256) has its main
 kernel store dS and a fourth kernel compute dQ from it (dq_gemm.py), with no fp32 dQ adds.
 Compiling for an arch other than the device's (or with no GPU) is a cross-compile: the result can be inspected
 (PTX, cubin) and exported but not launched.
@@ -38,12 +38,10 @@ MHA_PTXAS = {(64, 0, False): "--register-usage-level 6"}
 
 # Sets whose dQ is a GEMM of its own (KernelKey.dq_gemm) exist for the pads of tiles.DQ_GEMM_TILES: deterministic
 # mode takes them there; at these Q/K pads (64-key tiles, whose fp32 dQ adds are twice as many per score as a
-# 128-key tile's) the default mode takes them too. Not d224 (also 64-key tiles): its two-pass main kernel is
-# single-buffered (88 KB, no room for a second buffer) and, without the dQ GEMM that hid its refills, hardly faster
-# (MHA B2 H16 S4096 bf16 on the H200, twenty-second session: main kernel 4.44 / 9.19 ms against 4.60 / 8.80 with
-# the adds, causal / non-causal; the whole backward 1.04x / 1.11x the atomic set's time, where the ordered relay is
-# 1.21x / 1.32x). d160's main kernel, with dO double-buffered in the room the dQ GEMM left (tiles._DQ_GEMM_CHANGES),
-# is 28 % faster (1.88 / 3.75 ms against 2.61 / 5.22), the backward 0.83x / 0.82x.
+# 128-key tile's) the default mode takes them too (head dims 200-224 among them since the 224 pad went: its two-pass
+# rows kernel, single-buffered with no room for a second buffer, was hardly faster without the dQ adds, twenty-
+# second session, and slower than the d256 set, tiles.py's top). d160's main kernel, with dO double-buffered in
+# the room the dQ GEMM left (tiles._DQ_GEMM_CHANGES), is 28 % faster (1.88 / 3.75 ms against 2.61 / 5.22), the backward 0.83x / 0.82x.
 DQ_GEMM_DEFAULT_PADS = (160, 192, 256)
 
 

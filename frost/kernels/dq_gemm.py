@@ -2,10 +2,10 @@
 
 In deterministic mode the relay (ordering.dq_order_wait) makes the KV tiles visiting a query tile add their dQ
 one after the other; at d96/d128 that cost 1.12-1.15x the default mode (its acquire and release; H200,
-docs/performance.md). The grid kernel (d192, d256) and the rows kernel at d160/d224 have 64-key tiles, so their dQ
+docs/performance.md). The grid kernel (d192, d256) and the rows kernel at d160 have 64-key tiles, so their dQ
 adds are twice as many per score as a 128-key tile's and weigh 17-20 % of the main kernel's time in the default
 mode too (d160, d192, d256). A set compiled with KernelKey.dq_gemm runs
-instead (tiles.DQ_GEMM_TILES; deterministic mode at d96/d128/d224, both modes at d160/d192/d256):
+instead (tiles.DQ_GEMM_TILES; deterministic mode at d96/d128, both modes at d160/d192/d256):
 - the main kernel (bwd_main_ds) without its dQ GEMM and adds: each step stores its dS tile (the io-dtype values
   the dQ GEMM would have read) into a workspace (ds_workspace: dS^T from the rows kernel, dS from the grid
   kernel) in the dq_accum region (api.workspace_regions: B x Hq x Skv x Sq x 2 bytes, up to DQ_GEMM_MAX_BYTES);
@@ -15,7 +15,7 @@ MHA B4 H16 S4096 d128 on the H200 (bf16, same process, twenty-first session): 1.
 relay's 1.12-1.15x; the main kernel alone is 12 % faster than the default mode's (4.24 against 4.82 ms) and this
 kernel (0.87 ms) takes most of that back. MHA B2 H16 S4096 causal d192 / d256: 0.875x / 0.920x the time of the
 atomic grid set, in both modes; d160 0.83x / 0.82x (causal / non-causal; its main kernel double-buffers dO in the
-room the dQ GEMM left), d224 1.04x / 1.11x (deterministic mode only: the relay there is 1.21x / 1.32x).
+room the dQ GEMM left).
 
 CTA (DqGemmTile): ``tiles`` of the main kernel's query tiles (QM rows each) of one (batch, head), a group of
 ``tile_warps`` warps per query tile splitting the head dim. The keys are walked in ``kn``-row chunks through

@@ -51,7 +51,14 @@ tile before); the ordered sets at d80 and d96 take the lagged step too (determin
 mbarriers at d96 and d128 (atomic sets; d96's ordered set keeps two stages and the barrier): d128 5.358/2.837 ->
 5.045/2.677 ms, d96 (B2) 2.115/1.121 -> 2.027/1.076. Nineteenth session: the ordered sets at d96 and d128 take
 bwd_main_pipe too, released after the trip's GEMMs and by the warps in turn (_ORDERED_PIPE): deterministic mode
-1.18x -> 1.13x (d96) and 1.22x -> 1.12x (d128) the default mode."""
+1.18x -> 1.13x (d96) and 1.22x -> 1.12x (d128) the default mode.
+Twenty-third session: the 224 pad is retired; head dims 200-224 pad to 256 (the grid kernel's two passes,
+dq_gemm in both modes) instead of the rows kernel's two passes on 64-key tiles (atomic dQ, dq_gemm in
+deterministic mode). MHA B2 H16 S4096 bf16 on the H200, pad 224 -> 256, ms: d224 causal 4.701 -> 4.525, non-causal
+8.882 -> 8.702, deterministic 4.884 / 9.818 -> 4.530 / 8.712; d200 causal 4.991 -> 4.556, non-causal 9.863 ->
+8.770; GQA 2,32,8 causal + sink 9.343 -> 8.802 (deterministic 9.622 -> 8.775); a 512-token window + sink 1.369 ->
+1.255; only a 128-token window + sink got slower, 0.648 -> 0.663 (deterministic 0.613 -> 0.665). The grid kernel
+does 14 % more MMA work at d224 than a 224-wide tile would; on the H200 its step is latency-bound, not MMA-bound."""
 
 from __future__ import annotations
 
@@ -61,7 +68,7 @@ from frost.kernels.arch import SMEM_LIMIT_BYTES
 
 HEAD_DIM_MULTIPLE = 8
 HEAD_DIM_MAX = 256
-HEAD_DIM_PADS = (32, 48, 64, 80, 96, 128, 160, 192, 224, 256)
+HEAD_DIM_PADS = (32, 48, 64, 80, 96, 128, 160, 192, 256)
 GRID_WARPS = 8  # warps of a warp_grid tile (16 warps at 128 registers measured slower still: 0.58x FA2 at d128)
 
 
@@ -217,7 +224,6 @@ _TABLE = {
     160: TileConfig(160, n_block=64, m_block=32, q_stages=2, do_stages=1, two_pass=False, dq_chunk=32),
     192: TileConfig(192, n_block=64, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=192,
                     warp_grid=True, dq_direct=False),
-    224: TileConfig(224, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=32),
     256: TileConfig(256, n_block=64, m_block=32, q_stages=1, do_stages=1, two_pass=True, dq_chunk=128,
                     warp_grid=True),
 }
@@ -234,14 +240,13 @@ _TABLE = {
 _ORDERED_PIPE = {"release_late": True, "release_rotate": True}
 # The set compiled for ordered dQ (deterministic mode, narrow bands) takes these changes to the pad's tile where
 # they measured faster there; the atomic set keeps the table's.
-# - release_at_top (see TileConfig): d32, d48, d224 (and d96, d128 until they took the lagged step; MHA B2 H16 S4096
-#   causal deterministic at d224 1.232x -> 1.214x the default mode, fourteenth session).
+# - release_at_top (see TileConfig): d32, d48 (and d96, d128 until they took the lagged step; d224 too while it was
+#   a pad: MHA B2 H16 S4096 causal deterministic 1.232x -> 1.214x the default mode, fourteenth session).
 # - d160: one chunk for the whole dQ, so the wait and the adds come after a single GEMM instead of being spread over
 #   the step, and dO double-buffered. MHA B2 H16 S4096 causal deterministic / default mode (H200, 2026-11-30,
 #   fourteenth session): 1.30x -> 1.16x with the 160-wide chunk, 1.10x with dO double-buffered too (1.20x with the
 #   release at the top as well: not taken). The default mode measured the 32-wide chunks faster (bench_variants
-#   d160_c160). d224's 224-wide chunk measured 1.23x -> 1.17x but spills (80-88 bytes of stack on sm_90a, 8 on
-#   sm_120a), so it keeps 32; the other pads already take their whole dQ in one chunk.
+#   d160_c160). The other pads already take their whole dQ in one chunk.
 # - d96, d128: _ORDERED_PIPE (above).
 _ORDERED_CHANGES = {
     32: {"release_at_top": True},
@@ -249,7 +254,6 @@ _ORDERED_CHANGES = {
     96: _ORDERED_PIPE,
     128: {**_ORDERED_PIPE, "dq_red_v4": False},
     160: {"dq_chunk": 160, "do_stages": 2},
-    224: {"release_at_top": True},
 }
 
 
@@ -295,17 +299,17 @@ class DqGemmTile:
 
 
 # (Q/K pad, V pad: 0 = the same) -> the dQ GEMM tile of the sets whose dQ is a GEMM of its own (compile.KernelKey
-# .dq_gemm): the main kernel stores dS (bwd_main_ds) and dq_gemm.py sums dQ from it. d96/d128 (bwd_main_pipe) and
-# d224 (bwd_main's two passes) in deterministic mode; d160 (bwd_main) and d192/d256 (the grid kernel) in both modes
-# (compile.DQ_GEMM_DEFAULT_PADS). The d192/d256 tiles were not swept: 32-key chunks in four stages fit 80 KB, and
-# d256 takes 4 warps per query tile so that each warp's accumulator stays at 64 registers (2 tiles x 4 warps: 178
-# registers on sm_90a, d192's 4 x 2: 250). d160/d224, dQ GEMM kernel alone, MHA B2 H16 S4096 causal / non-causal
-# (H200 bf16, torch profiler, twenty-second session): d160 (4, 2, 32, 4) 0.347 / 0.581 ms, (4, 2, 64, 2) 0.353 /
-# 0.571, (4, 2, 32, 5) 0.346 / 0.582, (2, 4, 32, 4) 0.429 / 0.775; d224 (4, 2, 32, 4) 0.439 / 0.736, (2, 4, 32, 4)
-# 0.540 / 0.975, (2, 4, 64, 2) 0.623 / 1.102, (2, 4, 32, 5) 0.542 / 0.977.
+# .dq_gemm): the main kernel stores dS (bwd_main_ds) and dq_gemm.py sums dQ from it. d96/d128 (bwd_main_pipe) in
+# deterministic mode; d160 (bwd_main) and d192/d256 (the grid kernel) in both modes (compile.DQ_GEMM_DEFAULT_PADS).
+# The d192/d256 tiles were not swept: 32-key chunks in four stages fit 80 KB, and d256 takes 4 warps per query tile so
+# that each warp's accumulator stays at 64 registers (2 tiles x 4 warps: 178 registers on sm_90a, d192's 4 x 2: 250).
+# d160 (and d224 while it was a pad), dQ GEMM kernel alone, MHA B2 H16 S4096 causal / non-causal (H200 bf16, torch
+# profiler, twenty-second session): d160 (4, 2, 32, 4) 0.347 / 0.581 ms, (4, 2, 64, 2) 0.353 / 0.571, (4, 2, 32, 5)
+# 0.346 / 0.582, (2, 4, 32, 4) 0.429 / 0.775; d224 (4, 2, 32, 4) 0.439 / 0.736, (2, 4, 32, 4) 0.540 / 0.975, (2, 4,
+# 64, 2) 0.623 / 1.102, (2, 4, 32, 5) 0.542 / 0.977.
 DQ_GEMM_TILES = {(96, 0): DqGemmTile(), (128, 0): DqGemmTile(), (160, 0): DqGemmTile(4, 2, 32, 4),
                  (192, 0): DqGemmTile(4, 2, 32, 4), (192, 128): DqGemmTile(4, 2, 32, 4),
-                 (224, 0): DqGemmTile(4, 2, 32, 4), (256, 0): DqGemmTile(2, 4, 32, 4)}
+                 (256, 0): DqGemmTile(2, 4, 32, 4)}
 
 
 def dq_gemm_tile(head_dim_pad: int, head_dim_v_pad: int) -> "DqGemmTile | None":

@@ -6,14 +6,14 @@ main kernel's shared memory fits the SM120 limit (99 KB).
 
 The served set is small by design: the compiled code depends only on (dtype, padded head dims, arch, dQ order)
 -- logical head dims, sequence lengths (full and per batch), strides, the mask (band bounds, alignment), the GQA
-group and the sink are runtime values -- so 2 dtypes x 11 padded head-dim pairs (the 10 pads, V padded like Q/K,
+group and the sink are runtime values -- so 2 dtypes x 10 padded head-dim pairs (the 9 pads, V padded like Q/K,
 plus 192/128 with narrower V tiles: tiles.served_pads) x 2 archs x 2 dQ orders (atomic; ordered, for
-deterministic mode and narrow bands: KernelKey.ordered) = 88 kernel sets cover every head dim (multiple of 8,
+deterministic mode and narrow bands: KernelKey.ordered) = 80 kernel sets cover every head dim (multiple of 8,
 <= 256, Dv <= Dqk) and feature combination; problems without GQA get d64's atomic set compiled with other ptxas
 options (compile.MHA_PTXAS, KernelKey.mha: 4 more sets), and the dq_gemm sets (tiles.DQ_GEMM_TILES,
-KernelKey.dq_gemm: the main kernel storing dS, then the dQ GEMM kernel; d96/d128/d224 deterministic,
-d160/d192/d256 both modes: 28 more). The unserved 2-D warp-grid kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked too. Compiles run in
-parallel processes (one per CPU).
+KernelKey.dq_gemm: the main kernel storing dS, then the dQ GEMM kernel; d96/d128 deterministic, d160/d192/d256
+both modes: 24 more). The unserved 2-D warp-grid kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked
+too. Compiles run in parallel processes (one per CPU).
 
 Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""
 
@@ -111,7 +111,7 @@ def _resources(cuobjdump: str, cubin: str) -> dict:
 
 def test_compile_gate():
     from frost.kernels.compile import MHA_PTXAS
-    from frost.kernels.tiles import DQ_GEMM_TILES
+    from frost.kernels.tiles import DQ_GEMM_TILES, served_pads
 
     cuobjdump, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
     served, variants = _builds()
@@ -136,4 +136,5 @@ def test_compile_gate():
             if "main" in resources and smem + resources["main"]["SHARED"] > SMEM_LIMIT:
                 problems.append(f"{tag} main: shared memory {smem} + {resources['main']['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)
-    assert len(served) == 2 * 2 * (11 * 2 + len(MHA_PTXAS) + len(DQ_GEMM_TILES)) and len(built) == len(items)
+    assert len(served) == 2 * 2 * (len(served_pads()) * 2 + len(MHA_PTXAS) + len(DQ_GEMM_TILES))
+    assert len(built) == len(items)

@@ -121,8 +121,8 @@ BITWISE_CASES = {
     "ordered_tile": Case(b=2, hq=4, hkv=2, sq=400, skv=380, dqk=160, dv=160, causal=True, alignment=TL,
                          band_left=120, seq_len_q=[400, 233], seq_len_kv=[380, 301], sink=0.3, deterministic=True,
                          seed=10),
-    # the rows kernel's dq_gemm set at d224 (two passes; dS^T stored in the second)
-    "rows_dq_gemm": Case(b=2, hq=6, hkv=2, sq=333, skv=290, dqk=200, dv=200, causal=True, alignment=BR,
+    # the rows kernel's dq_gemm set (d160's pad, with a head dim narrower than it)
+    "rows_dq_gemm": Case(b=2, hq=6, hkv=2, sq=333, skv=290, dqk=136, dv=136, causal=True, alignment=BR,
                          seq_len_q=[333, 150], seq_len_kv=[290, 201], sink=-0.4, deterministic=True, seed=12),
     # the grid kernel with V tiles narrower than Q/K (192/128)
     "grid_narrow_v": Case(b=2, hq=8, hkv=2, sq=500, skv=450, dqk=192, dv=128, causal=True, alignment=BR,
@@ -196,14 +196,14 @@ def _bits(t):
 @pytest.mark.parametrize("det", (False, True), ids=("default", "deterministic"))
 def test_sanitizer_features(det):
     """Small GQA + padding + band + sink (+ dlse) configuration for compute-sanitizer (memcheck / racecheck): one
-    head dim per main-kernel tile family (rows kernel with 8/4 warps and one/two passes, the warp-grid kernel, with
+    head dim per main-kernel tile family (rows kernel with 8/4 warps, the warp-grid kernel in one/two passes, with
     V as wide as Q/K and narrower; d96 and d128: dQ one step behind on mbarriers, in deterministic mode released
     through an "adds done" mbarrier by the warps in turn, and on a wide band the dq_gemm set)."""
     run_cases([Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
                     band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
                     dlse=d == 128, seed=d) for d in (64, 96, 128, 192, 256)]
-              # on a wide band the dq_gemm sets (dS^T stored, dQ by its own GEMM): d96/d128/d224 in deterministic
-              # mode, d160 in both
+              # on a wide band the dq_gemm sets (dS^T stored, dQ by its own GEMM): d96/d128 in deterministic
+              # mode, d160 and head dim 224 (pad 256: the grid kernel's set) in both
               + [Case(b=2, hq=4, hkv=2, sq=150, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=None,
                       band_right=8, seq_len_q=[150, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
                       dlse=d == 96, seed=d + 1) for d in (96, 128, 160, 224)]

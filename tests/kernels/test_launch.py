@@ -185,7 +185,7 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
 
 
 def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(monkeypatch):
-    """Deterministic mode at d96/d128/d160/d224 and above outside the narrow bands takes the dq_gemm set (dQ by a
+    """Deterministic mode at d96/d128 and d160 and above outside the narrow bands takes the dq_gemm set (dQ by a
     GEMM over a stored dS^T: no ordered relay), whose workspace holds dS^T in its dq_accum region (d160/d192/d256:
     the default mode too); a problem whose dS^T would pass dq_gemm.DQ_GEMM_MAX_BYTES runs on the relay instead, a
     default-mode one on the atomic set (twins, fetched once), and a Launch refuses a problem of another kind."""
@@ -197,13 +197,15 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
     assert dict(workspace_regions(cfg, 2, 4, 100, 140))["dq_accum"] == 2 * 4 * 256 * 128 * 2  # keys pad to 128
     for d, band, gemm in ((96, None, True), (128, 257, True), (128, 256, False), (96, 128, False), (64, None, False),
                           (192, None, True), (256, 129, True), (256, 128, False), (160, None, True),
-                          (160, 128, False), (224, None, True), (224, 64, True), (80, None, False)):
+                          (160, 128, False), (224, None, True), (224, 129, True), (224, 64, False),
+                          (80, None, False)):
         c = choose_config("bfloat16", d, d, True, "top_left", "sm_90a", band_left=band, deterministic=True)
         assert c.dq_gemm == gemm and c.ordered == (not gemm), (d, band)
-    # the pads of 64-key tiles take it in the default mode too (compile.DQ_GEMM_DEFAULT_PADS), but not d224
+    # the pads of 64-key tiles take it in the default mode too (compile.DQ_GEMM_DEFAULT_PADS; head dims 200-224
+    # pad to 256)
     for d, dv, band, gemm in ((128, 128, None, False), (192, 192, None, True), (192, 128, None, True),
                               (256, 256, None, True), (256, 256, 128, False), (160, 160, None, True),
-                              (160, 160, 128, False), (224, 224, None, False)):
+                              (160, 160, 128, False), (224, 224, None, True), (200, 200, 128, False)):
         c = choose_config("bfloat16", d, dv, True, "top_left", "sm_90a", band_left=band)
         assert c.dq_gemm == gemm and not c.ordered == (gemm or band is None), (d, dv, band)
     for d, bad in ((128, {"ordered": True}), (64, {"mha": True}), (64, {})):
