@@ -281,7 +281,12 @@ DQ_GEMM_QM = 32  # the query tile of the main kernels whose sets compute dQ by a
 # served 1.038 / 1.041 / 1.050 / 1.081 / 1.063; (4, 2, 32, 6) 1.062 / 1.068 / 1.073 / 1.082 / 1.065; (2, 4, 64, 3)
 # 1.105 / 1.109 / 1.116 / 1.141 / 1.127; two CTAs per SM of 4 warps, (2, 2, 32, 4) and (2, 2, 64, 2), at d128
 # 1.078-1.084 and 1.093-1.109 (served 1.039-1.042 in that run). One warp per query tile spills at d128 (its 128
-# accumulator registers).
+# accumulator registers). d96 (twenty-third session, MHA B2 H16 S4096 deterministic mode, the dQ GEMM kernel alone
+# causal / non-causal ms, torch profiler): (4, 2, 64, 3) 0.250 / 0.409; one warp per query tile (a 32 x 96 warp tile:
+# fewer operand bytes per MMA) in two CTAs of 4 warps per SM, (4, 1, 32, 3) **0.217-0.222 / 0.331-0.341** (253
+# registers on sm_90a, 248 on sm_120a, no spill), (4, 1, 16, 4) 0.219 / 0.335, (4, 1, 32, 2) 0.303 / 0.436; one
+# CTA of 8 warps, (8, 1, 32, 4) 0.242 / 0.350, (8, 1, 64, 2) 0.251 / 0.357, (8, 1, 32, 3) 0.253 / 0.361; three CTAs
+# of 2 warps, (2, 1, 32, 3) 0.240 / 0.409, (2, 1, 32, 4) 0.251 / 0.392.
 @dataclass(frozen=True)
 class DqGemmTile:
     """The dQ GEMM kernel's CTA (dq_gemm.DqGemmKernel)."""
@@ -307,7 +312,7 @@ class DqGemmTile:
 # profiler, twenty-second session): d160 (4, 2, 32, 4) 0.347 / 0.581 ms, (4, 2, 64, 2) 0.353 / 0.571, (4, 2, 32, 5)
 # 0.346 / 0.582, (2, 4, 32, 4) 0.429 / 0.775; d224 (4, 2, 32, 4) 0.439 / 0.736, (2, 4, 32, 4) 0.540 / 0.975, (2, 4,
 # 64, 2) 0.623 / 1.102, (2, 4, 32, 5) 0.542 / 0.977.
-DQ_GEMM_TILES = {(96, 0): DqGemmTile(), (128, 0): DqGemmTile(), (160, 0): DqGemmTile(4, 2, 32, 4),
+DQ_GEMM_TILES = {(96, 0): DqGemmTile(4, 1, 32, 3), (128, 0): DqGemmTile(), (160, 0): DqGemmTile(4, 2, 32, 4),
                  (192, 0): DqGemmTile(4, 2, 32, 4), (192, 128): DqGemmTile(4, 2, 32, 4),
                  (256, 0): DqGemmTile(2, 4, 32, 4)}
 
