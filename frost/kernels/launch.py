@@ -44,10 +44,10 @@ class Problem:
 # d32 0.937/0.978/0.996/1.035, d48 0.947/0.993/1.021/1.053, d64 0.910/0.954/0.972/1.004, d80 0.876/0.899/0.918/
 # 0.942 (L 1024: 0.999), d96 0.930/0.986/1.031/1.088, d128 0.883/0.926/0.946/0.980, d160 1.045/1.096/1.144/1.198,
 # d224 (a pad then) 1.051/1.081/1.114/1.157, d256 0.932/0.965/1.004/1.058. A width within noise is not taken (d32
-# L 256: 0.996, 0.998 in a rerun). d128 stays at 256 and does not take 512 (MHA 0.980, but GQA B2 H32/8 D128 1.042 at L 512;
-# 1.016 at L 256, S 16384 1.013). gpt-oss B2 H64/8 D64: 0.983 at L 256, 1.027 at L 512. d160 since its ordered set
-# adds dQ in one chunk (tiles._ORDERED_CHANGES; fourteenth session, twice): 0.923/0.956/0.993/1.032 (L 256 within
-# noise, not taken). Not listed: never.
+# L 256: 0.996, 0.998 in a rerun). d128 stays at 256 and does not take 512 (MHA 0.980, but GQA B2 H32/8 D128 1.042
+# at L 512; 1.016 at L 256, S 16384 1.013). gpt-oss B2 H64/8 D64: 0.983 at L 256, 1.027 at L 512. d160 since its
+# ordered set adds dQ in one chunk (tiles._ORDERED_CHANGES; fourteenth session, twice): 0.923/0.956/0.993/1.032 (L 256
+# within noise, not taken). Not listed: never.
 ORDERED_BAND = {32: 128, 48: 128, 64: 256, 80: 512, 96: 128, 128: 256, 160: 128, 256: 128}
 
 
