@@ -38,9 +38,9 @@ MHA_PTXAS = {(64, 0, False): "--register-usage-level 6"}
 
 # Sets whose dQ is a GEMM of its own (KernelKey.dq_gemm) exist for the pads of tiles.DQ_GEMM_TILES: deterministic
 # mode takes them there; at these Q/K pads (64-key tiles, whose fp32 dQ adds are twice as many per score as a
-# 128-key tile's) the default mode takes them too (head dims 200-224 among them since the 224 pad went: its two-pass
-# rows kernel, single-buffered with no room for a second buffer, was hardly faster without the dQ adds, twenty-
-# second session, and slower than the d256 set, tiles.py's top). d160's main kernel, with dO double-buffered in
+# 128-key tile's) the default mode takes them too, and so head dims 200-224 (padded to 256 since the 224 pad went:
+# its two-pass rows kernel, single-buffered with no room for a second buffer, was hardly faster without the dQ adds,
+# twenty-second session, and slower than the d256 set, tiles.py's top). d160's main kernel, with dO double-buffered in
 # the room the dQ GEMM left (tiles._DQ_GEMM_CHANGES), is 28 % faster (1.88 / 3.75 ms against 2.61 / 5.22), the
 # backward 0.83x / 0.82x.
 DQ_GEMM_DEFAULT_PADS = (160, 192, 256)

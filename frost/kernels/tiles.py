@@ -1,7 +1,7 @@
 """Tile configurations of the backward main kernel, one per padded head dim (and per narrower V pad in _TABLE_DV).
 
 Head dims are any multiple of 8 up to 256. Both head dims (QK and V) are padded to the same served pad
-(HEAD_DIM_PADS: the multiples of 32, and 48 and 80), the ``head_dim_pad`` of the tile, except where _TABLE_DV
+(HEAD_DIM_PADS: the multiples of 32 but 224, and 48 and 80), the ``head_dim_pad`` of the tile, except where _TABLE_DV
 gives V tiles of their own width (192/128: the grid kernel with 128-wide V, dO and dV tiles, 1.16x faster than V
 padded to 192 on the H200, B4 H16 S4096, non-causal and causal); the logical dims are runtime values (they only
 bound loads and stores), so all head dims that pad alike share one compiled kernel.
