@@ -28,7 +28,8 @@ the tiles the main kernel stored; the others' dS chunks are loaded anyway (works
 region, never multiplied: cheaper than predicating the loads). Rows of a query tile no KV tile visits, and rows
 past the batch's length (whose dS is exactly zero), come out as zeros.
 
-Grid: (ceil(seqlen_q / (tiles * QM)), heads, batch); per (dtype, head_dim_pad)."""
+Grid: (ceil(seqlen_q / (tiles * QM)), heads, batch), or on causal-like walks (heads, batch, query tile groups)
+from the last group down (ordering.dq_gemm_block_order); per (dtype, head_dim_pad)."""
 
 import os
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from frost.kernels import rowwise
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.bwd_main import smem_storage
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
+from frost.kernels.ordering import dq_gemm_block_order, q_tile_of_block
 from frost.kernels.tiles import DQ_GEMM_QM as QM, DqGemmTile
 
 MAIN_KN = 128     # keys of the main kernel's KV tile (TileConfig.n_block): the workspace's key rows pad to it
@@ -118,11 +120,13 @@ class DqGemmKernel:
         mdsT = ds_workspace(cute.recast_ptr(pdQacc, dtype=self.dtype), batch, heads, seqlen_kv,
                             cute.assume(seqlen_q_pad, divby=128), self.keys_major)
         storage_cls = self._storage_cls()
+        grid, flags = dq_gemm_block_order(cute.ceil_div(seqlen_q, QM * self.t.tiles), heads, batch, band_left,
+                                          band_right, flags)
         self.kernel(mdsT, cu.bhsd_tensor(pK, batch, heads_kv, seqlen_kv, head_dim, k_sb, k_sh, k_ss),
                     cu.bhsd_tensor(pdQ, batch, heads, seqlen_q, head_dim, dq_sb, dq_sh, dq_ss),
                     cute.make_tensor(pSeqQ, cute.make_layout(batch)), cute.make_tensor(pSeqKV, cute.make_layout(batch)),
                     heads // heads_kv, scale, band_left, band_right, flags, storage_cls).launch(
-            grid=(cute.ceil_div(seqlen_q, QM * self.t.tiles), heads, batch), block=[self.t.threads, 1, 1],
+            grid=grid, block=[self.t.threads, 1, 1],
             stream=stream, smem=launch_smem_bytes(self.arch, self.t.smem_bytes(self.D)))
 
     def _layouts(self):
@@ -141,7 +145,7 @@ class DqGemmKernel:
                storage_cls: cutlass.Constexpr):
         t = self.t
         tidx, _, _ = cute.arch.thread_idx()
-        blk, head, batch = cute.arch.block_idx()
+        blk, head, batch = q_tile_of_block(cute.arch.block_idx(), cute.arch.grid_dim()[2], flags)
         seqlen_q = batch_length(mSeqQ, flags, FLAG_SEQ_Q, batch, mdQ.shape[2])
         seqlen_kv = batch_length(mSeqKV, flags, FLAG_SEQ_KV, batch, mK.shape[2])
         mask = make_mask(seqlen_q, seqlen_kv, band_left, band_right, flags)

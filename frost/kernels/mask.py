@@ -36,6 +36,7 @@ FLAG_ORDERED_DQ = 8         # dQ added in KV-tile order (launch.orders_dq). The 
 FLAG_SINK = 16              # sink logits given: compute dsink
 FLAG_KV_SLOWEST = 32        # set by the main kernel's launcher: grid is (kv heads, batch, KV tiles) (bwd_main)
 FLAG_DLSE = 64              # dlse pointer is valid: delta = rowsum(dO o O) - dlse (the preprocess)
+FLAG_Q_TILES_DOWN = 128     # set by the dQ GEMM's launcher: grid is (heads, batch, query tiles), last tile first
 
 
 def _bound(name: str, value) -> int:

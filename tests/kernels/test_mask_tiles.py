@@ -146,3 +146,41 @@ def test_block_order_puts_kv_tiles_slowest_for_causal_walks_and_unbounded_ordere
     # past the grid's y/z limit the KV tiles stay in x
     grid, flags = block_order.__wrapped__(MAX_GRID_YZ + 1, 1, 1, NO_BOUND, 0, flags_in)
     assert int(grid[0]) == MAX_GRID_YZ + 1 and not int(flags) & FLAG_KV_SLOWEST
+
+
+@pytest.mark.parametrize("left, right, bottom_right, down", [
+    (None, 0, False, True),       # causal: the last query tiles have the long walks, dealt out first
+    (None, 0, True, True),
+    (None, 40, False, True),      # right-widened causal
+    (None, None, False, False),   # no mask: equal walks, (query tiles, heads, batch) ascending
+    (100, 0, False, False),       # a window: equal walks
+])
+def test_dq_gemm_block_order_deals_the_longest_walks_out_first(left, right, bottom_right, down):
+    """ordering.dq_gemm_block_order + q_tile_of_block: every (query tile group, head, batch) once, and on causal-like
+    walks in launch order (x fastest) the walk lengths of the dQ GEMM's CTAs never grow."""
+    from frost.kernels.mask import FLAG_Q_TILES_DOWN
+
+    ordering = _fresh_copy("frost.kernels.ordering")
+    n_groups, heads, batch, group_rows, kv_tile = 6, 3, 2, 64, 32
+    sq, skv = n_groups * group_rows - 10, n_groups * group_rows - 30
+    flags_in = FLAG_BOTTOM_RIGHT if bottom_right else 0
+    grid, flags = ordering.dq_gemm_block_order.__wrapped__(n_groups, heads, batch, NO_BOUND if left is None else left,
+                                                           NO_BOUND if right is None else right, flags_in)
+    grid, flags = tuple(int(g) for g in grid), int(flags)
+    assert bool(flags & FLAG_Q_TILES_DOWN) == down and flags & ~FLAG_Q_TILES_DOWN == flags_in
+    launch = [tuple(int(v) for v in ordering.q_tile_of_block.__wrapped__((x, y, z), grid[2], flags))
+              for z in range(grid[2]) for y in range(grid[1]) for x in range(grid[0])]
+    assert sorted(launch) == [(g, h, b) for g in range(n_groups) for h in range(heads) for b in range(batch)]
+    mask = _mask(sq, skv, left, right, bottom_right)
+    walk = []  # KV tiles from the group's first visitor to its last one's end (dq_gemm's chunk range)
+    for g, _, _ in launch:
+        ranges = [mask.n_block_range.__wrapped__(mask, g * 2 + j, kv_tile, group_rows // 2) for j in range(2)]
+        ranges = [(int(b), int(e)) for b, e in ranges if int(b) < int(e)]
+        walk.append(max(e for _, e in ranges) - min(b for b, _ in ranges) if ranges else 0)
+    if down:
+        assert walk == sorted(walk, reverse=True) and walk[0] > walk[-1]
+    else:
+        assert [g for g, _, _ in launch][:n_groups] == list(range(n_groups))
+    # past the grid's z limit the query tiles stay in x, ascending
+    grid, flags = ordering.dq_gemm_block_order.__wrapped__(ordering.MAX_GRID_YZ + 1, 1, 1, NO_BOUND, 0, 0)
+    assert int(grid[0]) == ordering.MAX_GRID_YZ + 1 and not int(flags) & FLAG_Q_TILES_DOWN
