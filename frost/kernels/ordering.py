@@ -57,10 +57,11 @@ def kv_tile_of_block(flags: Int32):
 # among the last CTAs dealt out and ran on alone (MHA B2 H16 S4096 causal on the H200: ~1024 CTAs, the longest 128
 # chunks, the average 66). There the grid is (heads, batch, query tiles), dealt out from the last query tile down
 # (longest job first). The dQ GEMM kernel alone, ms, before -> after (H200 bf16, twenty-fourth session): d96 0.219 ->
-# 0.184, d128 0.264 -> 0.239, d192 0.423 -> 0.407, d256 0.622 -> 0.631. Elsewhere it keeps (query tiles, heads,
-# batch) ascending (bands: walks of equal length). On unmasked walks the other grids measured no better: heads
-# outermost with the tiles ascending d96 +2 %, d128 +5 %, d192 -2 %, d256 0; descending d96 +3 %, d128 +1 %, d192 and
-# d256 +10 % (perhaps what L2 still holds of the main kernel's last dS stores; not profiled).
+# 0.184, d128 0.264 -> 0.239, d160 0.346 -> 0.307, d192 0.424 -> 0.359, d256 0.617 -> 0.580 (docs/performance.md).
+# Elsewhere it keeps (query tiles, heads, batch) ascending (bands: walks of equal length). On unmasked walks the
+# other grids measured no better: heads outermost with the tiles ascending d96 +2 %, d128 +5 %, d192 -2 %, d256 0;
+# descending d96 +3 %, d128 +1 %, d192 and d256 +10 % (perhaps what L2 still holds of the main kernel's last dS
+# stores; not profiled).
 @cute.jit
 def dq_gemm_block_order(n_tiles: Int32, heads: Int32, batch: Int32, band_left: Int32, band_right: Int32,
                         flags: Int32):
