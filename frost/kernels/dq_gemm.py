@@ -27,8 +27,8 @@ visited its query tile (mask.n_block_range, the inverse of the main kernel's wal
 the tiles the main kernel stored; the others' dS chunks are loaded anyway (workspace never written, inside the
 region, never multiplied: cheaper than predicating the loads). Rows of a query tile no KV tile visits, and rows
 past the batch's length (whose dS is exactly zero), come out as zeros. One CTA barrier per chunk: per-stage
-mbarriers, letting warps drift a chunk apart at the price of a stage, measured as fast or up to 27 % slower (docs/performance.md,
-twenty-fourth session).
+mbarriers, letting warps drift a chunk apart at the price of a stage, measured as fast or up to 27 % slower
+(docs/performance.md, twenty-fourth session).
 
 Grid: (ceil(seqlen_q / (tiles * QM)), heads, batch), or on causal-like walks (heads, batch, query tile groups)
 from the last group down (ordering.dq_gemm_block_order); per (dtype, head_dim_pad)."""
