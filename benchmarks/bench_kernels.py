@@ -107,7 +107,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     from frost.kernels import choose_config, detect_arch, workspace_regions
     from frost.kernels.api import CompiledBackward
     from frost.kernels.compile import compile_kernels
-    from frost.kernels.launch import orders_dq
+    from frost.kernels.launch import narrow_band_set, orders_dq
     from frost.kernels.mask import MaskSpec
 
     name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]
@@ -116,9 +116,12 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     cfg = choose_config(name, case.d, case.dv, causal, "top_left", detect_arch(), deterministic=deterministic,
                         gqa_group=heads // heads_kv, **band)
     if tile is not None:  # the variant's pad sizes the dQ accumulator (it may pad wider than the served tile), and
-        # the variant decides whether the problem orders dQ and gets the MHA set (the kernel set it is compiled as)
-        ordered = orders_dq(tile, MaskSpec(causal, "top_left", **band), deterministic)
-        cfg = replace(cfg, head_dim_pad=tile.head_dim_pad, tile=tile).with_set(ordered, heads == heads_kv)
+        # the variant decides whether the problem orders dQ and gets the MHA or the narrow-band set (the kernel set
+        # it is compiled as, with that set's ptxas options)
+        mask = MaskSpec(causal, "top_left", **band)
+        ordered = orders_dq(tile, mask, deterministic)
+        cfg = replace(cfg, head_dim_pad=tile.head_dim_pad, tile=tile).with_set(ordered, heads == heads_kv,
+                                                                               narrow_band=narrow_band_set(tile, mask))
     bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.kernel_key, tile=tile))
     ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
           for n, x in workspace_regions(cfg, case.b, heads, case.s, case.s, heads_kv=heads_kv)}

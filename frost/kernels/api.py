@@ -25,7 +25,9 @@ runs on a kernel set of its own, see ``deterministic``):
   dsink are deterministic in every mode). Narrow bands (L + R up to launch.ORDERED_BAND for the head dim, e.g. a
   128-token window) are ordered in the default mode too, where that measured faster (launch.orders_dq).
   Ordered dQ runs on a kernel set of its own (KernelConfig.ordered, chosen by choose_config from the band and
-  the mode); a CompiledBackward called with a problem of the other kind compiles that twin set on first use.
+  the mode), and those narrow bands at d64/d96/d128 on another (KernelConfig.narrow: the GQA walk with heads
+  outer, tiles._NARROW_CHANGES); a CompiledBackward called with a problem of another kind compiles that twin set
+  on first use.
   Deterministic mode at d96/d128 outside those narrow bands runs instead on a set whose main kernel stores dS
   and whose own GEMM kernel then sums dQ per query tile in KV-tile order (KernelConfig.dq_gemm, dq_gemm.py:
   1.04-1.08x the default mode against the ordered adds' 1.12-1.15x), when the config was chosen for
@@ -54,12 +56,13 @@ from frost.kernels.arch import arch_config
 from frost.kernels.compile import DTYPES, KernelKey, get_kernels, has_mha_set
 from frost.errors import TensorError
 from frost.kernels.dq_gemm import dq_gemm_fits, ds_workspace_bytes
-from frost.kernels.launch import Launch, Problem, orders_dq, problem_orders_dq, takes_dq_gemm, wants_dq_gemm
+from frost.kernels.launch import (Launch, Problem, narrow_band_set, orders_dq, problem_mask, problem_orders_dq,
+                                  takes_dq_gemm, wants_dq_gemm)
 from frost.analyzer.capability import CUTE_SM120, max_seq_q
 from frost.kernels.mask import MaskSpec
 from frost.kernels.preprocess import SEM_ROWS
 from frost.kernels.rowwise import seq_pad
-from frost.kernels.tiles import TileConfig, pad_head_dim, tile_for
+from frost.kernels.tiles import TileConfig, has_narrow_set, pad_head_dim, tile_for
 
 
 @dataclass(frozen=True)
@@ -78,26 +81,33 @@ class KernelConfig:
     # the set with dQ by a GEMM of its own over a stored dS (dq_gemm.py; filled by choose_config: launch.wants_dq_gemm;
     # workspace_regions sizes the dS workspace for it where dq_gemm_fits)
     dq_gemm: bool = False
+    # the ordered set for narrow bands (launch.narrow_band_set; filled by choose_config)
+    narrow: bool = False
 
     @property
     def kernel_key(self) -> KernelKey:
         return KernelKey(self.dtype, self.head_dim_pad, self.arch, self.tile.head_dim_v_pad, self.ordered, self.mha,
-                         self.dq_gemm)
+                         self.dq_gemm, self.narrow)
 
-    def with_set(self, ordered: bool, without_gqa: bool, dq_gemm: bool = False) -> "KernelConfig":
-        """This config on the kernel set of that dQ order (ordered relay, atomic adds, or ``dq_gemm``), and on its
-        MHA twin where problems without GQA have one (compile.has_mha_set); the runtime values stay."""
+    def with_set(self, ordered: bool, without_gqa: bool, dq_gemm: bool = False,
+                 narrow_band: bool = False) -> "KernelConfig":
+        """This config on the kernel set of that dQ order (ordered relay, atomic adds, or ``dq_gemm``), on its
+        MHA twin where problems without GQA have one (compile.has_mha_set), and for an ordered ``narrow_band`` on
+        the narrow-band set where the pad has one (tiles.has_narrow_set); the runtime values stay."""
         mha = without_gqa and not dq_gemm and has_mha_set(self.head_dim_pad, self.tile.head_dim_v_pad, ordered)
-        if (ordered, mha, dq_gemm) == (self.ordered, self.mha, self.dq_gemm):
+        narrow = ordered and narrow_band and has_narrow_set(self.head_dim_pad, self.tile.head_dim_v_pad)
+        if (ordered, mha, dq_gemm, narrow) == (self.ordered, self.mha, self.dq_gemm, self.narrow):
             return self
-        return replace(self, ordered=ordered, mha=mha, dq_gemm=dq_gemm)
+        return replace(self, ordered=ordered, mha=mha, dq_gemm=dq_gemm, narrow=narrow)
 
     def for_problem(self, p: Problem) -> "KernelConfig":
         """This config on the kernel set the problem gets (with_set): a dq_gemm config keeps the deterministic
-        problems whose workspace it sized (takes_dq_gemm), the others go to the relay or the atomic set."""
+        problems whose workspace it sized (takes_dq_gemm), the others go to the relay (narrow bands to its
+        narrow-band set) or the atomic set."""
         ordered = problem_orders_dq(self, p)
         gemm = self.dq_gemm and takes_dq_gemm(self, p)
-        return self.with_set(ordered and not gemm, p.heads == p.heads_kv, gemm)
+        return self.with_set(ordered and not gemm, p.heads == p.heads_kv, gemm,
+                             narrow_band_set(self.tile, problem_mask(self, p)))
 
     @property
     def mask(self) -> MaskSpec:
@@ -118,7 +128,7 @@ def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, a
     ordered = orders_dq(tile, mask, deterministic)
     gemm = wants_dq_gemm(tile, mask, deterministic)
     cfg = KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch, pad_head_dim(head_dim_qk), tile)
-    return cfg.with_set(ordered and not gemm, gqa_group == 1, gemm)
+    return cfg.with_set(ordered and not gemm, gqa_group == 1, gemm, narrow_band_set(tile, mask))
 
 
 def compile_key(cfg: KernelConfig) -> str:
@@ -167,7 +177,7 @@ class CompiledBackward:
         self.cfg = cfg
         self.kernels = get_kernels(cfg.kernel_key) if kernels is None else kernels
         self._launches: dict[Problem, Launch] = {}   # __call__'s bound launches, so repeated calls replay graphs
-        # (ordered, mha, dq_gemm) -> the set of problems of another kind (KernelConfig.for_problem)
+        # (ordered, mha, dq_gemm, narrow) -> the set of problems of another kind (KernelConfig.for_problem)
         self._twins: dict = {}
 
     def with_config(self, cfg: KernelConfig) -> "CompiledBackward":
@@ -210,7 +220,7 @@ class CompiledBackward:
             raise TensorError("k.shape[2] (seq_kv)", p.seq_kv, f"at most {CUTE_SM120.max_seq}")
         cfg = self.cfg.for_problem(p)
         if cfg is not self.cfg:
-            kind = (cfg.ordered, cfg.mha, cfg.dq_gemm)
+            kind = (cfg.ordered, cfg.mha, cfg.dq_gemm, cfg.narrow)
             twin = self._twins.get(kind)
             if twin is None:
                 twin = self._twins[kind] = CompiledBackward(cfg)

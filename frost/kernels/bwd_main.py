@@ -209,15 +209,21 @@ class BwdMainKernel:
 
     @cute.jit
     def _walk(self, ld, mm, mask, acc, walk, scale_log2, do_dv: cutlass.Constexpr, do_dk: cutlass.Constexpr):
-        """The pass's steps: query tiles from the last down, the GQA group's heads inner."""
+        """The pass's steps: query tiles from the last down, the GQA group's heads inner (TileConfig.heads_outer:
+        all of a head's tiles before the next head's)."""
         if cutlass.const_expr(self.tile.k_in_regs):  # K's A fragments for the pass (K, first Q/dO landed)
             cute.arch.cp_async_wait_group(0)
             cute.arch.sync_threads()
             cute.copy(mm.cA, mm.sK, mm.rK_v)
-        for m_i in cutlass.range(0, walk.n_m, 1):
-            for h_i in cutlass.range(0, walk.group, 1):
-                self._walk_step(ld, mm, mask, acc, walk, m_i * walk.group + h_i, walk.head0 + h_i,
-                                walk.m_first - m_i, scale_log2, do_dv, do_dk)
+        if cutlass.const_expr(self.tile.heads_outer):
+            for it in cutlass.range(0, walk.n_iter, 1):
+                head, m_block = self._walk_pos(walk, it)
+                self._walk_step(ld, mm, mask, acc, walk, it, head, m_block, scale_log2, do_dv, do_dk)
+        else:
+            for m_i in cutlass.range(0, walk.n_m, 1):
+                for h_i in cutlass.range(0, walk.group, 1):
+                    self._walk_step(ld, mm, mask, acc, walk, m_i * walk.group + h_i, walk.head0 + h_i,
+                                    walk.m_first - m_i, scale_log2, do_dv, do_dk)
 
     # ------------------------------------------------------------------------------------------------ setup helpers
     @cute.jit
@@ -236,8 +242,8 @@ class BwdMainKernel:
         ld = self._loaders(g, s, q_side, tidx, a.Q.shape[3], a.V.shape[3], seqlen_q)
         m_begin, m_end = mask.m_block_range(n_block, self.N, self.M)
         n_m = cutlass.max(m_end - m_begin, 0)
-        walk = SimpleNamespace(m_first=m_end - 1, n_m=n_m, n_iter=n_m * a.group, head0=head_kv * a.group,
-                               group=a.group, n_block=n_block, ordered=ordered)
+        walk = SimpleNamespace(m_first=m_end - 1, m_last=m_begin, n_m=n_m, n_iter=n_m * a.group,
+                               head0=head_kv * a.group, group=a.group, n_block=n_block, ordered=ordered)
         return mask, g, ld, walk
 
     @cute.jit
@@ -408,22 +414,35 @@ class BwdMainKernel:
     @cute.jit
     def _walk_pos(self, walk, it):
         """(query head, query tile) of step ``it`` (for loops that carry only the step index)."""
+        if cutlass.const_expr(self.tile.heads_outer):
+            return walk.head0 + it // walk.n_m, walk.m_first - it % walk.n_m
         return walk.head0 + it % walk.group, walk.m_first - it // walk.group
 
     @cute.jit
     def _walk_next(self, walk, head, m_block):
-        """(query head, query tile) of the step after (head, m_block): the next head, or the next tile down."""
-        head_next, m_next = head + 1, m_block
-        if head_next == walk.head0 + walk.group:
-            head_next, m_next = walk.head0, m_block - 1
+        """(query head, query tile) of the step after (head, m_block): the next head, or the next tile down
+        (TileConfig.heads_outer: the next tile down, or the next head from the top)."""
+        if cutlass.const_expr(self.tile.heads_outer):
+            head_next, m_next = head, m_block - 1
+            if m_block == walk.m_last:
+                head_next, m_next = head + 1, walk.m_first
+        else:
+            head_next, m_next = head + 1, m_block
+            if head_next == walk.head0 + walk.group:
+                head_next, m_next = walk.head0, m_block - 1
         return head_next, m_next
 
     @cute.jit
     def _walk_prev(self, walk, head, m_block):
         """(query head, query tile) of the step before (head, m_block) (undefined for the first step)."""
-        head_prev, m_prev = head - 1, m_block
-        if head == walk.head0:
-            head_prev, m_prev = walk.head0 + walk.group - 1, m_block + 1
+        if cutlass.const_expr(self.tile.heads_outer):
+            head_prev, m_prev = head, m_block + 1
+            if m_block == walk.m_first:
+                head_prev, m_prev = head - 1, walk.m_last
+        else:
+            head_prev, m_prev = head - 1, m_block
+            if head == walk.head0:
+                head_prev, m_prev = walk.head0 + walk.group - 1, m_block + 1
         return head_prev, m_prev
 
     @cute.jit

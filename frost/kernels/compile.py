@@ -10,7 +10,9 @@ batch), logical head dims, strides, scale, the mask (band bounds, alignment) and
 options measured faster for problems without GQA only (MHA_PTXAS), such problems get a set of their own (``mha``:
 the same code, compiled with those options; correct for any problem, chosen for Hq == Hkv). A third kind of set
 (``dq_gemm``: tiles.DQ_GEMM_TILES, deterministic mode at d96/d128, both modes at d160/d192/d256) has its main
-kernel store dS and a fourth kernel compute dQ from it (dq_gemm.py), with no fp32 dQ adds.
+kernel store dS and a fourth kernel compute dQ from it (dq_gemm.py), with no fp32 dQ adds. Narrow bands at some
+pads run an ordered set of their own (``narrow``: tiles._NARROW_CHANGES, NARROW_PTXAS), whose changes measured
+faster on narrow bands and slower on the ordered set's wide-band (deterministic) problems.
 Compiling for an arch other than the device's (or with no GPU) is a cross-compile: the result can be inspected
 (PTX, cubin) and exported but not launched.
 
@@ -22,7 +24,8 @@ import threading
 from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
-from frost.kernels.tiles import DQ_GEMM_TILES, TileConfig, dq_gemm_tile, tile_for_pads, tile_for_target
+from frost.kernels.tiles import (DQ_GEMM_TILES, TileConfig, dq_gemm_tile, has_narrow_set, narrow_pads,
+                                 tile_for_pads, tile_for_target)
 
 DTYPES = ("float16", "bfloat16")
 
@@ -34,6 +37,9 @@ DTYPES = ("float16", "bfloat16")
 # +2.2 %), so the default set keeps ptxas's default; at the other pads it measured within -0.4 % to +1.4 % (d48,
 # d224, d256 slower), so only d64's atomic set has an MHA twin. No spills (sm_120a 250/255 registers bf16/fp16).
 MHA_PTXAS = {(64, 0, False): "--register-usage-level 6"}
+# ptxas options of the narrow-band sets (KernelKey.narrow), by Q/K pad: at level 5 their heads-outer walk spills on
+# sm_120a (d64 8 bytes, d128 bf16 32), at level 6 it does not.
+NARROW_PTXAS = {64: "--register-usage-level 6", 128: "--register-usage-level 6"}
 
 
 # Sets whose dQ is a GEMM of its own (KernelKey.dq_gemm) exist for the pads of tiles.DQ_GEMM_TILES: deterministic
@@ -64,8 +70,13 @@ class KernelKey:
     ordered: bool = False    # dQ added in KV-tile order (launch.orders_dq), else atomically
     mha: bool = False        # the set for problems without GQA, compiled with MHA_PTXAS (serves any problem)
     dq_gemm: bool = False    # dQ by a GEMM of its own over the stored dS (dq_gemm.py; tiles.DQ_GEMM_TILES)
+    narrow: bool = False     # the ordered set for narrow bands (launch.narrow_band_set; tiles._NARROW_CHANGES)
 
     def __post_init__(self):
+        if self.narrow and (not self.ordered or self.mha or not has_narrow_set(self.head_dim_pad,
+                                                                                self.head_dim_v_pad)):
+            raise ValueError(f"no narrow-band set for d{self.head_dim_pad} (V pad {self.head_dim_v_pad}, ordered "
+                             f"{self.ordered}, mha {self.mha}); tiles._NARROW_CHANGES has {narrow_pads()}")
         if self.mha and not has_mha_set(self.head_dim_pad, self.head_dim_v_pad, self.ordered):
             raise ValueError(f"no MHA set for d{self.head_dim_pad} (V pad {self.head_dim_v_pad}, ordered "
                              f"{self.ordered}); MHA_PTXAS has {sorted(MHA_PTXAS)}")
@@ -79,10 +90,17 @@ class KernelKey:
         """The tile this set compiles with (the ordered and dq_gemm sets' and some targets' differ:
         tiles.tile_for_target)."""
         return tile_for_target(tile_for_pads(self.head_dim_pad, self.head_dim_v_pad), self.ordered, self.arch,
-                               self.dtype, self.dq_gemm)
+                               self.dtype, self.dq_gemm, self.narrow)
+
+    @property
+    def ptxas_options(self) -> str | None:
+        """The set's own ptxas options (MHA_PTXAS, NARROW_PTXAS), None for ptxas's defaults."""
+        if self.mha:
+            return MHA_PTXAS[self.head_dim_pad, self.head_dim_v_pad, self.ordered]
+        return NARROW_PTXAS.get(self.head_dim_pad) if self.narrow else None
 
     def as_str(self) -> str:
-        kind = ":mha" if self.mha else ":dqg" if self.dq_gemm else ""
+        kind = ":mha" if self.mha else ":dqg" if self.dq_gemm else ":nb" if self.narrow else ""
         return f"frost.bwd.v4:{self.arch}:{self.dtype}:{tile_key(self.tile)}:o{int(self.ordered)}{kind}"
 
 
@@ -92,7 +110,7 @@ def tile_key(t: TileConfig) -> str:
             f":p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}:g{int(t.warp_grid)}"
             f":k{int(t.k_in_regs)}:q{int(t.dq_direct)}:m{int(t.diff_mask)}:t{int(t.release_at_top)}"
             f":l{int(t.dq_lag)}{int(t.dq_lag_mbar)}:v{int(t.dq_red_v4)}"
-            f":r{int(t.release_late)}{int(t.release_rotate)}")
+            f":r{int(t.release_late)}{int(t.release_rotate)}:h{int(t.heads_outer)}")
 
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)
@@ -140,8 +158,8 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
         raise ValueError(f"dtype {key.dtype!r} not in {DTYPES}")
     dt = _cutlass_dtype(key.dtype)
     opts = f"--gpu-arch {key.arch} --enable-tvm-ffi"
-    if key.mha:
-        opts += f" --ptxas-options '{MHA_PTXAS[key.head_dim_pad, key.head_dim_v_pad, key.ordered]}'"
+    if key.ptxas_options:
+        opts += f" --ptxas-options '{key.ptxas_options}'"
     if keep_cubin:  # the DSL writes kept artifacts into the dump dir (cwd by default): keep them out of the tree
         import tempfile
 

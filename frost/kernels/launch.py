@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from frost.kernels.rowwise import seq_pad
 from frost.kernels.compile import DQ_GEMM_DEFAULT_PADS, has_dq_gemm_set
 from frost.kernels.dq_gemm import dq_gemm_fits
+from frost.kernels.tiles import has_narrow_set
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
 from frost.kernels.preprocess import LOG2_E
@@ -61,6 +62,12 @@ def orders_dq(tile, mask: MaskSpec, deterministic: bool) -> bool:
     return deterministic or (tile.dq_direct and left + right <= ORDERED_BAND.get(tile.head_dim_pad, -1))
 
 
+def narrow_band_set(tile, mask: MaskSpec) -> bool:
+    """Whether an ordered problem runs on the narrow-band set (compile.KernelKey.narrow), in either mode: a band the
+    default mode orders (orders_dq) at a pad that has that set (tiles.has_narrow_set)."""
+    return orders_dq(tile, mask, False) and has_narrow_set(tile.head_dim_pad, tile.head_dim_v_pad)
+
+
 def wide_band_dq_gemm(tile, mask: MaskSpec) -> bool:
     """Whether a problem on this tile and mask may take a dq_gemm set (compile.has_dq_gemm_set): not on the narrow
     bands the default mode orders (their relay writes dQ directly and has 2-3 visitors per query tile; a dS
@@ -106,10 +113,11 @@ class Launch:
         left, right = mask.bounds()
         orders = orders_dq(cfg.tile, mask, p.deterministic)
         ordered = orders and not cfg.dq_gemm
-        if ordered != cfg.ordered or cfg.dq_gemm and not takes_dq_gemm(cfg, p):
+        narrow = ordered and narrow_band_set(cfg.tile, mask)
+        if ordered != cfg.ordered or narrow != cfg.narrow or cfg.dq_gemm and not takes_dq_gemm(cfg, p):
             # (CompiledBackward.bind picks the set of the problem's kind)
-            raise ValueError(f"a problem with {'ordered' if orders else 'atomic'} dQ on the kernel set of "
-                             f"{cfg.kernel_key.as_str()}")
+            raise ValueError(f"a problem with {'ordered' if orders else 'atomic'} dQ{' (narrow band)' * narrow} on "
+                             f"the kernel set of {cfg.kernel_key.as_str()}")
         flags, scale = _flags(mask, p, ordered), float(p.scale)
         self.empty = p.batch == 0 or p.heads == 0
         # the chain writes dsink in its preprocess and convert, which run only when there are query rows

@@ -95,7 +95,7 @@ class TileConfig:
     # but gpt-oss causal (d64) 2.572 -> 2.595 ms (H200, 2026-11-30); one compare instead of two (nineteenth session):
     # GQA d128 window 128 + sink -0.9 %, causal -0.2 %. d64's ordered set with it: gpt-oss window 128 + sink 0.468 ->
     # 0.455 ms, but its causal deterministic run 1.086x -> 1.114x the default mode (d64's atomic set: causal
-    # +1.2 %), so d128 only
+    # +1.2 %), so d128's table tile and the narrow-band sets (_NARROW_CHANGES) only
     diff_mask: bool = False
     # ordered dQ (bwd_main's step; set in _ORDERED_CHANGES, so only the ordered set has it): release the previous
     # step's query tile right after the top-of-step barrier instead of after the mid-step one, half a step earlier. GQA
@@ -125,6 +125,9 @@ class TileConfig:
     # ordered dQ, lagged step: warp i % warps releases step i instead of warp 0 every step, so that on
     # bwd_main_pipe no one warp stalls on the release's fence every step while the others wait for it
     release_rotate: bool = False
+    # the walk takes every query tile of a head before the next head of the GQA group (heads inner otherwise): the
+    # narrow-band sets only (_NARROW_CHANGES)
+    heads_outer: bool = False
 
     @property
     def dv_pad(self) -> int:
@@ -257,6 +260,30 @@ _ORDERED_CHANGES = {
 }
 
 
+# The ordered sets for narrow bands (compile.KernelKey.narrow: the default mode orders dQ there too, launch.orders_dq)
+# take these changes to the ordered set's tile, where they measured faster on narrow bands but slower on what the
+# ordered set also serves, deterministic mode on wide bands. The GQA walk with heads outer (TileConfig.heads_outer)
+# brings a query tile back to its next visitor (the KV tile above) a few steps later instead of a few times the
+# group, while it is still in L2; on the relay's causal walks it breaks the visitors' lockstep (gpt-oss causal
+# deterministic 1.10x -> 1.48x the default mode). The difference mask (TileConfig.diff_mask) costs d64's wide-band
+# steps its registers (gpt-oss causal deterministic +1.2 %). H200 bf16, 128-token window + sink, B2 S4096,
+# same process, whole backward, either mode (twenty-fifth session): gpt-oss 2,64,8 d64 0.468 -> 0.440 ms (the
+# difference mask alone 0.453, heads outer alone 0.454), GQA 2,32,8 d128 0.476 -> 0.441, GQA 2,32,8 d96 0.400 -> 0.381
+# (heads outer alone 0.387), MHA d64 0.147 -> 0.143, MHA d128 0.290 -> 0.285 (compile.NARROW_PTXAS included).
+_NARROW_CHANGES = {64: {"diff_mask": True, "heads_outer": True}, 96: {"diff_mask": True, "heads_outer": True},
+                   128: {"heads_outer": True}}
+
+
+def narrow_pads() -> tuple[int, ...]:
+    """The Q/K pads with a narrow-band set."""
+    return tuple(sorted(_NARROW_CHANGES))
+
+
+def has_narrow_set(head_dim_pad: int, head_dim_v_pad: int) -> bool:
+    """Whether narrow bands get an ordered set of their own at this pad pair (_NARROW_CHANGES; V padded alike)."""
+    return head_dim_pad in _NARROW_CHANGES and head_dim_v_pad in (0, head_dim_pad)
+
+
 # Narrower V tiles where padding V to the Q/K head dim would waste a large share of the MMA work: (Q/K pad,
 # V pad) -> tile. 192/128 (DeepSeek-style MLA heads) padded to 192/192 does 15 % more MMA work (S, dK and dQ
 # are 192 wide, dP and dV 128).
@@ -355,11 +382,14 @@ def tile_for(head_dim_qk: int, head_dim_v: int) -> TileConfig:
 _DQ_GEMM_CHANGES = {160: {"do_stages": 2}}
 
 
-def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False) -> TileConfig:
-    """The tile a kernel set compiles with: the ordered set's changes (_ORDERED_CHANGES) or the dq_gemm set's
-    (_DQ_GEMM_CHANGES) applied to its pad's table tile (not to the narrower-V tiles, which have none)."""
+def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False, narrow: bool = False) -> TileConfig:
+    """The tile a kernel set compiles with: the ordered set's changes (_ORDERED_CHANGES, and for the narrow-band set
+    _NARROW_CHANGES after them) or the dq_gemm set's (_DQ_GEMM_CHANGES) applied to its pad's table tile (not to the
+    narrower-V tiles, which have none)."""
     table = _ORDERED_CHANGES if ordered else _DQ_GEMM_CHANGES if dq_gemm else {}
     changes = table.get(tile.head_dim_pad) if not tile.head_dim_v_pad else None
+    if narrow and has_narrow_set(tile.head_dim_pad, tile.head_dim_v_pad):
+        changes = {**(changes or {}), **_NARROW_CHANGES[tile.head_dim_pad]}
     return replace(tile, **changes) if changes else tile
 
 
@@ -374,11 +404,12 @@ _TARGET_CHANGES = {("sm_90a", "float16", 128): {"q_stages": 2, "do_stages": 2},
                    ("sm_90a", "float16", 160): {"do_stages": 1}}
 
 
-def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str, dq_gemm: bool = False) -> TileConfig:
+def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str, dq_gemm: bool = False,
+                    narrow: bool = False) -> TileConfig:
     """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_set, then, for the atomic or dq_gemm
     set on the pad's table tile, the target's changes (_TARGET_CHANGES)."""
     changes = _TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad)) if not (ordered or tile.head_dim_v_pad) else None
-    tile = tile_for_set(tile, ordered, dq_gemm)
+    tile = tile_for_set(tile, ordered, dq_gemm, narrow)
     return replace(tile, **changes) if changes else tile
 
 
@@ -388,9 +419,11 @@ def served_pads() -> tuple[tuple[int, int], ...]:
 
 
 def all_tiles() -> tuple[TileConfig, ...]:
-    """Every tile a served kernel set compiles with (both dQ orders and the dq_gemm sets, each once)."""
+    """Every tile a served kernel set compiles with (both dQ orders, the dq_gemm and the narrow-band sets, each
+    once)."""
     tiles = [tile_for_set(tile_for_pads(*p), o) for p in served_pads() for o in (False, True)]
     tiles += [tile_for_set(tile_for_pads(d, dv), False, True) for d, dv in DQ_GEMM_TILES]
+    tiles += [tile_for_set(tile_for_pads(d), True, narrow=True) for d in narrow_pads()]
     return tuple(dict.fromkeys(tiles))
 
 

@@ -12,7 +12,8 @@ deterministic mode and narrow bands: KernelKey.ordered) = 80 kernel sets cover e
 <= 256, Dv <= Dqk) and feature combination; problems without GQA get d64's atomic set compiled with other ptxas
 options (compile.MHA_PTXAS, KernelKey.mha: 4 more sets), and the dq_gemm sets (tiles.DQ_GEMM_TILES,
 KernelKey.dq_gemm: the main kernel storing dS, then the dQ GEMM kernel; d96/d128 deterministic, d160/d192/d256
-both modes: 24 more). The unserved 2-D warp-grid kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked
+both modes: 24 more) and the narrow-band sets (tiles._NARROW_CHANGES, KernelKey.narrow: ordered dQ on narrow bands
+at d64/d96/d128: 12 more). The unserved 2-D warp-grid kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked
 too. Compiles run in parallel processes (one per CPU).
 
 Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""
@@ -50,7 +51,7 @@ def _builds():
     """(key, tile override, label): every served set, plus the unserved grid-kernel variants (bf16) so that code
     keeps building too."""
     from frost.kernels.compile import DTYPES, MHA_PTXAS, KernelKey
-    from frost.kernels.tiles import DQ_GEMM_TILES, GRID_VARIANTS, served_pads
+    from frost.kernels.tiles import DQ_GEMM_TILES, GRID_VARIANTS, narrow_pads, served_pads
 
     served = [(KernelKey(dt, d, arch, 0 if dv == d else dv, ordered), None, "") for arch in ARCHS
               for dt in DTYPES for d, dv in served_pads() for ordered in (False, True)]
@@ -58,6 +59,8 @@ def _builds():
                for d, dv, ordered in MHA_PTXAS]
     served += [(KernelKey(dt, d, arch, dv, dq_gemm=True), None, "") for arch in ARCHS for dt in DTYPES
                for d, dv in DQ_GEMM_TILES]
+    served += [(KernelKey(dt, d, arch, ordered=True, narrow=True), None, "") for arch in ARCHS for dt in DTYPES
+               for d in narrow_pads()]
     variants = [(KernelKey("bfloat16", t.head_dim_pad, arch), t, name) for arch in ARCHS
                 for name, t in GRID_VARIANTS.items()]
     return served, variants
@@ -66,7 +69,7 @@ def _builds():
 def _tag(key, label: str) -> str:
     """arch/dtype/d<Q/K pad>v<V pad><label>: how a built set is named in file names and problems."""
     order = "/ordered" if key.ordered else ""
-    kind = "/mha" if key.mha else "/dq_gemm" if key.dq_gemm else ""  # (V pad 0: like Q/K)
+    kind = "/mha" if key.mha else "/dq_gemm" if key.dq_gemm else "/narrow" if key.narrow else ""  # (V pad 0: like Q/K)
     return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{order}{kind}{label}"
 
 

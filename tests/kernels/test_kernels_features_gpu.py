@@ -103,13 +103,18 @@ BITWISE_CASES = {
                    seq_len_q=[1500, 999], seq_len_kv=[1500, 1200], sink=-0.5, deterministic=True, seed=4),
     "dq_gemm_d96": Case(b=2, hq=8, hkv=2, sq=1200, skv=1100, dqk=96, dv=96, causal=True, alignment=BR,
                         seq_len_q=[1200, 801], seq_len_kv=[1100, 1000], sink=0.6, deterministic=True, seed=8),
-    # the relay on bwd_main_pipe (narrow bands at d96/d128): dQ one step behind on mbarriers, a step's adds come a
-    # trip later, its release after the next trip's GEMMs, from warp step % 8
+    # the relay on bwd_main_pipe (narrow bands at d96/d128, on their narrow-band sets: the GQA walk with heads
+    # outer): dQ one step behind on mbarriers, a step's adds come a trip later, its release after the next trip's
+    # GEMMs, from warp step % 8
     "lagged": Case(b=2, hq=8, hkv=2, sq=1200, skv=1100, dqk=96, dv=96, causal=True, alignment=BR, band_left=100,
                    seq_len_q=[1200, 801], seq_len_kv=[1100, 1000], sink=0.6, deterministic=True, seed=8),
     "lagged_d128": Case(b=2, hq=8, hkv=2, sq=1000, skv=1000, dqk=128, dv=128, causal=True, alignment=TL,
                         band_left=250, seq_len_q=[1000, 700], seq_len_kv=[1000, 901], sink=-0.3, deterministic=True,
                         seed=11),
+    # d64's narrow-band set (bwd_main's two-barrier step with heads outer and the difference mask), both bounds
+    "narrow_d64": Case(b=2, hq=8, hkv=2, sq=700, skv=650, dqk=64, dv=64, causal=False, alignment=BR, band_left=128,
+                       band_right=40, seq_len_q=[700, 513], seq_len_kv=[650, 480], sink=0.25, deterministic=True,
+                       seed=13),
     # the warp-grid kernel: one pass double-buffered (d192), two passes single-buffered (d256)
     "grid": Case(b=2, hq=8, hkv=2, sq=600, skv=600, dqk=192, dv=192, causal=True, alignment=TL,
                  seq_len_q=[600, 411], seq_len_kv=[600, 530], sink=0.1, deterministic=True, seed=5),
@@ -139,6 +144,7 @@ def test_deterministic_bitwise(which):
     cfg, bwd = compiled(c)
     gemm_cases = ("causal", "dq_gemm_d96", "grid", "grid_2pass", "grid_narrow_v", "rows_dq_gemm")
     assert cfg.dq_gemm == (which in gemm_cases), which
+    assert cfg.narrow == (which in ("lagged", "lagged_d128", "narrow_d64")), which
     feats = kernel_features(c, inp)
     ws = make_workspace(cfg, c.b, c.hq, c.sq, c.skv, c.hkv)
     first = None

@@ -184,6 +184,56 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     assert fetched[1:] == [replace(cfg, ordered=True).kernel_key]
 
 
+@pytest.mark.parametrize("d,band,det,narrow", [
+    (64, (128, 0), False, True), (64, (128, 0), True, True), (64, (100, 156), False, True),
+    (64, (257, 0), False, False), (64, (None, 0), True, False), (96, (128, 0), False, True),
+    (96, (129, 0), True, False), (128, (128, 128), True, True), (128, (None, 0), False, False),
+    (32, (128, 0), False, False), (80, (128, 0), False, False), (160, (128, 0), False, False)])
+def test_narrow_bands_run_on_a_narrow_band_set_where_one_exists(d, band, det, narrow):
+    """An ordered narrow band (the bands the default mode orders) runs, in either mode, on the narrow-band set where
+    its pad has one (tiles._NARROW_CHANGES: its tile is the ordered set's with those changes, its key the ordered
+    one's kind plus ':nb'); wide bands, atomic problems and the other pads never do. The Launch passes it the
+    ordered flag."""
+    from frost.kernels.tiles import _NARROW_CHANGES, tile_for_pads, tile_for_set
+
+    calls = {}
+    cfg, tensors, ws = _problem_tensors(d=d, band_left=band[0], band_right=band[1], deterministic=det)
+    assert cfg.narrow == narrow and cfg.kernel_key.as_str().endswith(":nb") == narrow and cfg.ordered >= narrow
+    if narrow:
+        ordered_tile = tile_for_set(tile_for_pads(d), True)
+        assert cfg.kernel_key.tile == replace(ordered_tile, **_NARROW_CHANGES[d]) != ordered_tile
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=band[0], band_right=band[1],
+                                                   deterministic=det))(*tensors, ws, 3)
+    assert bool(calls["backward"]["flags"] & FLAG_ORDERED_DQ) == cfg.ordered
+
+
+def test_the_narrow_band_set_is_a_twin_of_the_ordered_set(monkeypatch):
+    """A narrow-band key needs ordered dQ and a pad with such a set, and carries its ptxas options
+    (compile.NARROW_PTXAS); a Launch refuses a problem of the other kind, and CompiledBackward.bind serves narrow and
+    wide deterministic problems through each other's twin, fetched once."""
+    from frost.kernels import api
+    from frost.kernels.compile import NARROW_PTXAS, KernelKey
+
+    for d, bad in ((64, {}), (32, {"ordered": True}), (64, {"ordered": True, "mha": True})):
+        with pytest.raises(ValueError, match="narrow-band"):
+            KernelKey("bfloat16", d, "sm_90a", narrow=True, **bad)
+    assert KernelKey("bfloat16", 64, "sm_90a", ordered=True, narrow=True).ptxas_options == NARROW_PTXAS[64]
+    assert KernelKey("bfloat16", 64, "sm_90a", ordered=True).ptxas_options is None
+    wide_cfg, tensors, ws = _problem_tensors(deterministic=True)
+    narrow_cfg, _, _ = _problem_tensors(band_left=128, deterministic=True)
+    narrow, wide = (Problem(2, 4, 2, 100, 140, 0.125, band_left=b, deterministic=True) for b in (128, None))
+    for cfg, p in ((wide_cfg, narrow), (narrow_cfg, wide)):
+        with pytest.raises(ValueError, match="ordered dQ"):
+            Launch(_recording_kernels({}), cfg, p)
+    fetched = []
+    monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels({}))
+    bwd = api.CompiledBackward(wide_cfg, _recording_kernels({}))
+    for _ in range(2):
+        bwd.bind(narrow)
+    assert fetched == [narrow_cfg.kernel_key] and bwd.bind(wide).backward is bwd.kernels.backward
+    assert api.CompiledBackward(narrow_cfg, _recording_kernels({})).bind(wide) and fetched[1:] == [wide_cfg.kernel_key]
+
+
 def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(monkeypatch):
     """Deterministic mode at d96/d128 and d160 and above outside the narrow bands takes the dq_gemm set (dQ by a
     GEMM over a stored dS^T: no ordered relay), whose workspace holds dS^T in its dq_accum region (d160/d192/d256:
