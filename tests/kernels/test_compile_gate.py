@@ -114,7 +114,7 @@ def _resources(cuobjdump: str, cubin: str) -> dict:
 
 def test_compile_gate():
     from frost.kernels.compile import MHA_PTXAS
-    from frost.kernels.tiles import DQ_GEMM_TILES, served_pads
+    from frost.kernels.tiles import DQ_GEMM_TILES, narrow_pads, served_pads
 
     cuobjdump, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
     served, variants = _builds()
@@ -139,5 +139,5 @@ def test_compile_gate():
             if "main" in resources and smem + resources["main"]["SHARED"] > SMEM_LIMIT:
                 problems.append(f"{tag} main: shared memory {smem} + {resources['main']['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)
-    assert len(served) == 2 * 2 * (len(served_pads()) * 2 + len(MHA_PTXAS) + len(DQ_GEMM_TILES))
+    assert len(served) == 2 * 2 * (len(served_pads()) * 2 + len(MHA_PTXAS) + len(DQ_GEMM_TILES) + len(narrow_pads()))
     assert len(built) == len(items)
