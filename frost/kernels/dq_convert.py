@@ -47,17 +47,12 @@ class DqConvertKernel(rw.RowwiseKernel):
 
     @cute.jit
     def _convert_rows(self, acc_bh: cute.Tensor, dq_bh: cute.Tensor, blk, tidx, scale: Float32):
-        """This CTA's ROWS_PER_CTA rows of one (batch, head): dq = scale * acc in the io dtype, a row group's loads
-        before its stores (row_groups; the accumulator's rows and columns are padded, so the loads need no
-        guard)."""
+        """This CTA's ROWS_PER_CTA rows of one (batch, head): dq = scale * acc in the io dtype."""
         seqlen_q, head_dim = dq_bh.shape[0], dq_bh.shape[1]
-        for group in self.row_groups(blk, tidx):
-            slots = [(row, chunk) for _, row in group for chunk in self.thread_chunks(tidx)]
-            accs = [rw.chunk_view(acc_bh[row, None], chunk).load() for row, chunk in slots]
-            for i in cutlass.range_constexpr(len(slots)):
-                row, chunk = slots[i]
-                acc = accs[i]
+        for _, row in self.thread_rows(blk, tidx):
+            for chunk in self.thread_chunks(tidx):
                 if (row < seqlen_q) & (chunk * rw.CHUNK < head_dim):
+                    acc = rw.chunk_view(acc_bh[row, None], chunk).load()
                     rw.chunk_view(dq_bh[row, None], chunk).store((acc * scale).to(self.dtype))
 
     @cute.jit

@@ -82,25 +82,22 @@ class PreprocessKernel(rw.RowwiseKernel):
         sink = Float32(0.0)
         if has_sink:
             sink = mSink[head]
-        for group in self.row_groups(blk, tidx):  # a group's loads (O, dO, LSE: unconditional) before its stores
-            deltas = [rw.quad_sum(self._row_dot(o_bh, do_bh, row, tidx, seqlen_q, head_dim_v), self.tpr)
-                      for _, row in group]
-            lses = [mLSE[batch, head, cutlass.min(row, mLSE.shape[2] - 1)] for _, row in group]
-            for i in cutlass.range_constexpr(len(group)):
-                local, row = group[i]
-                delta, lse = deltas[i], lses[i]
-                if lane == 0:
-                    lse2 = Float32(math.inf)
-                    term = Float32(0.0)
-                    if row < seqlen_q:
-                        if (flags & FLAG_DLSE) != 0:
-                            delta = delta - mDlse[batch, head, row]
-                        lse2 = lse * LOG2_E if lse != -Float32.inf else Float32(math.inf)
-                        if has_sink:
-                            term = cute.math.exp2((sink - lse) * LOG2_E) * delta
-                    mLSE2[batch, head, row] = lse2
-                    mDelta[batch, head, row] = delta
-                    sTerm[local] = term
+        for local, row in self.thread_rows(blk, tidx):
+            delta = self._row_dot(o_bh, do_bh, row, tidx, seqlen_q, head_dim_v)
+            delta = rw.quad_sum(delta, self.tpr)
+            if lane == 0:
+                lse2 = Float32(math.inf)
+                term = Float32(0.0)
+                if row < seqlen_q:
+                    if (flags & FLAG_DLSE) != 0:
+                        delta = delta - mDlse[batch, head, row]
+                    lse = mLSE[batch, head, row]
+                    lse2 = lse * LOG2_E if lse != -Float32.inf else Float32(math.inf)
+                    if has_sink:
+                        term = cute.math.exp2((sink - lse) * LOG2_E) * delta
+                mLSE2[batch, head, row] = lse2
+                mDelta[batch, head, row] = delta
+                sTerm[local] = term
         if cutlass.const_expr(self.main_writes_dq):
             skv = batch_length(mSeqKV, flags, FLAG_SEQ_KV, batch, seqlen_kv)
             mask = make_mask(seqlen_q, skv, band_left, band_right, flags)
@@ -126,20 +123,16 @@ class PreprocessKernel(rw.RowwiseKernel):
 
     @cute.jit
     def _row_dot(self, o_bh, do_bh, row, tidx, seqlen_q, head_dim_v) -> Float32:
-        """This thread's part of sum_d dO[row, d] * O[row, d] (0 outside the batch's rows and the head dim). The
-        loads are unconditional, so that ptxas issues a row group's together (row_groups): a row past the tensor
-        reads its last row, a chunk past the head dim the row's last chunk, and their products are dropped (a
-        select: whatever they hold)."""
-        safe = cutlass.min(row, o_bh.shape[0] - 1)   # (the chain runs this kernel only when there are rows)
-        o_row, do_row = o_bh[safe, None], do_bh[safe, None]
+        """This thread's part of sum_d dO[row, d] * O[row, d] (0 outside the tensor)."""
         acc = Float32(0.0)
-        for chunk in self.thread_chunks(tidx):
-            inside = cutlass.min(chunk, head_dim_v // rw.CHUNK - 1)
-            o = rw.chunk_view(o_row, inside).load().to(Float32)
-            do = rw.chunk_view(do_row, inside).load().to(Float32)
-            part = (o * do).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
-            acc = acc + (part if chunk * rw.CHUNK < head_dim_v else Float32(0.0))
-        return acc if row < seqlen_q else Float32(0.0)
+        if row < seqlen_q:
+            o_row, do_row = o_bh[row, None], do_bh[row, None]
+            for chunk in self.thread_chunks(tidx):
+                if chunk * rw.CHUNK < head_dim_v:
+                    o = rw.chunk_view(o_row, chunk).load().to(Float32)
+                    do = rw.chunk_view(do_row, chunk).load().to(Float32)
+                    acc = acc + (o * do).reduce(cute.ReductionOp.ADD, Float32(0.0), 0)
+        return acc
 
     @cute.jit
     def _zero_unwritten_dq(self, dq_bh: cute.Tensor, mask, blk, tidx):

@@ -8,7 +8,6 @@ from cutlass import Float32, Int32
 
 NUM_THREADS = 128
 ROWS_PER_CTA = 128
-LOADS_AHEAD = 8  # 32-byte chunk slots a thread loads before it stores any (RowwiseKernel.row_groups)
 SEQ_PAD = 128  # workspace rows are padded to this multiple (the main kernel's query tiles divide it)
 CHUNK = 8      # 16-bit elements per 16-byte access
 
@@ -41,15 +40,6 @@ class RowwiseKernel:
         for p in range(ROWS_PER_CTA // self.rows_per_pass):
             local = p * self.rows_per_pass + tidx // self.tpr
             yield local, blk * ROWS_PER_CTA + local
-
-    def row_groups(self, blk, tidx):
-        """thread_rows in groups of LOADS_AHEAD chunk slots (at least one row): a kernel issues a group's loads
-        before any of its stores, since ptxas keeps a load behind the stores that may alias it (row by row, each
-        row waited for its loads in turn); the group bounds the registers that hold them."""
-        rows = list(self.thread_rows(blk, tidx))
-        per = max(1, LOADS_AHEAD // chunks_per_thread(self.D))
-        for i in range(0, len(rows), per):
-            yield rows[i:i + per]
 
     def thread_chunks(self, tidx):
         """This thread's chunk slots of a row (chunk i covers columns [i * CHUNK, (i + 1) * CHUNK)); slots past
