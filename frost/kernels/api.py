@@ -62,7 +62,7 @@ from frost.analyzer.capability import CUTE_SM120, max_seq_q
 from frost.kernels.mask import MaskSpec
 from frost.kernels.preprocess import SEM_ROWS
 from frost.kernels.rowwise import seq_pad
-from frost.kernels.tiles import TileConfig, has_narrow_set, pad_head_dim, tile_for
+from frost.kernels.tiles import TileConfig, pad_head_dim, tile_for
 
 
 @dataclass(frozen=True)
@@ -92,10 +92,11 @@ class KernelConfig:
     def with_set(self, ordered: bool, without_gqa: bool, dq_gemm: bool = False,
                  narrow_band: bool = False) -> "KernelConfig":
         """This config on the kernel set of that dQ order (ordered relay, atomic adds, or ``dq_gemm``), on its
-        MHA twin where problems without GQA have one (compile.has_mha_set), and for an ordered ``narrow_band`` on
-        the narrow-band set where the pad has one (tiles.has_narrow_set); the runtime values stay."""
+        MHA twin where problems without GQA have one (compile.has_mha_set), and, ordered, on the narrow-band set
+        where ``narrow_band`` (launch.narrow_band_set: a narrow band at a pad that has that set); the runtime values
+        stay."""
         mha = without_gqa and not dq_gemm and has_mha_set(self.head_dim_pad, self.tile.head_dim_v_pad, ordered)
-        narrow = ordered and narrow_band and has_narrow_set(self.head_dim_pad, self.tile.head_dim_v_pad)
+        narrow = ordered and narrow_band
         if (ordered, mha, dq_gemm, narrow) == (self.ordered, self.mha, self.dq_gemm, self.narrow):
             return self
         return replace(self, ordered=ordered, mha=mha, dq_gemm=dq_gemm, narrow=narrow)
