@@ -25,7 +25,7 @@ runs on a kernel set of its own, see ``deterministic``):
   dsink are deterministic in every mode). Narrow bands (L + R up to launch.ORDERED_BAND for the head dim, e.g. a
   128-token window) are ordered in the default mode too, where that measured faster (launch.orders_dq).
   Ordered dQ runs on a kernel set of its own (KernelConfig.ordered, chosen by choose_config from the band and
-  the mode), and those narrow bands at d64/d96/d128 on another (KernelConfig.narrow: the GQA walk with heads
+  the mode), and those narrow bands at the pads up to d128 on another (KernelConfig.narrow: the GQA walk with heads
   outer, tiles._NARROW_CHANGES); a CompiledBackward called with a problem of another kind compiles that twin set
   on first use.
   Deterministic mode at d96/d128 outside those narrow bands runs instead on a set whose main kernel stores dS

@@ -13,7 +13,7 @@ deterministic mode and narrow bands: KernelKey.ordered) = 80 kernel sets cover e
 options (compile.MHA_PTXAS, KernelKey.mha: 4 more sets), and the dq_gemm sets (tiles.DQ_GEMM_TILES,
 KernelKey.dq_gemm: the main kernel storing dS, then the dQ GEMM kernel; d96/d128 deterministic, d160/d192/d256
 both modes: 24 more) and the narrow-band sets (tiles._NARROW_CHANGES, KernelKey.narrow: ordered dQ on narrow bands
-at d64/d96/d128: 12 more). The unserved 2-D warp-grid kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked
+at d32-d128: 24 more). The unserved 2-D warp-grid kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked
 too. Compiles run in parallel processes (one per CPU).
 
 Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""

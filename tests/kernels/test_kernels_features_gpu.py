@@ -115,6 +115,13 @@ BITWISE_CASES = {
     "narrow_d64": Case(b=2, hq=8, hkv=2, sq=700, skv=650, dqk=64, dv=64, causal=False, alignment=BR, band_left=128,
                        band_right=40, seq_len_q=[700, 513], seq_len_kv=[650, 480], sink=0.25, deterministic=True,
                        seed=13),
+    # the narrow-band sets at d32 (64-row query tiles; head dim 24 in its pad) and d80 (bwd_main_lag's step, the
+    # walk with heads outer; head dim 72), both with the difference mask
+    "narrow_d32": Case(b=2, hq=8, hkv=2, sq=600, skv=640, dqk=24, dv=24, causal=True, alignment=TL, band_left=100,
+                       seq_len_q=[600, 411], seq_len_kv=[640, 500], sink=-0.2, deterministic=True, seed=14),
+    "narrow_d80": Case(b=2, hq=8, hkv=2, sq=900, skv=850, dqk=72, dv=72, causal=False, alignment=BR, band_left=300,
+                       band_right=60, seq_len_q=[900, 555], seq_len_kv=[850, 700], sink=0.4, deterministic=True,
+                       seed=15),
     # the warp-grid kernel: one pass double-buffered (d192), two passes single-buffered (d256)
     "grid": Case(b=2, hq=8, hkv=2, sq=600, skv=600, dqk=192, dv=192, causal=True, alignment=TL,
                  seq_len_q=[600, 411], seq_len_kv=[600, 530], sink=0.1, deterministic=True, seed=5),
@@ -144,7 +151,7 @@ def test_deterministic_bitwise(which):
     cfg, bwd = compiled(c)
     gemm_cases = ("causal", "dq_gemm_d96", "grid", "grid_2pass", "grid_narrow_v", "rows_dq_gemm")
     assert cfg.dq_gemm == (which in gemm_cases), which
-    assert cfg.narrow == (which in ("lagged", "lagged_d128", "narrow_d64")), which
+    assert cfg.narrow == (which in ("lagged", "lagged_d128") or which.startswith("narrow_")), which
     feats = kernel_features(c, inp)
     ws = make_workspace(cfg, c.b, c.hq, c.sq, c.skv, c.hkv)
     first = None
@@ -204,10 +211,11 @@ def test_sanitizer_features(det):
     """Small GQA + padding + band + sink (+ dlse) configuration for compute-sanitizer (memcheck / racecheck): one
     head dim per main-kernel tile family (rows kernel with 8/4 warps, the warp-grid kernel in one/two passes, with
     V as wide as Q/K and narrower; d96 and d128: dQ one step behind on mbarriers, in deterministic mode released
-    through an "adds done" mbarrier by the warps in turn, and on a wide band the dq_gemm set)."""
+    through an "adds done" mbarrier by the warps in turn, and on a wide band the dq_gemm set; the 48-key band runs
+    the narrow-band sets up to d128, d32's with 64-row query tiles and d80's on bwd_main_lag's step)."""
     run_cases([Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
                     band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
-                    dlse=d == 128, seed=d) for d in (64, 96, 128, 192, 256)]
+                    dlse=d == 128, seed=d) for d in (32, 64, 80, 96, 128, 192, 256)]
               # on a wide band the dq_gemm sets (dS^T stored, dQ by its own GEMM): d96/d128 in deterministic
               # mode, d160 and head dim 224 (pad 256: the grid kernel's set) in both
               + [Case(b=2, hq=4, hkv=2, sq=150, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=None,

@@ -188,7 +188,8 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     (64, (128, 0), False, True), (64, (128, 0), True, True), (64, (100, 156), False, True),
     (64, (257, 0), False, False), (64, (None, 0), True, False), (96, (128, 0), False, True),
     (96, (129, 0), True, False), (128, (128, 128), True, True), (128, (None, 0), False, False),
-    (32, (128, 0), False, False), (80, (128, 0), False, False), (160, (128, 0), False, False)])
+    (32, (128, 0), False, True), (32, (129, 0), False, False), (48, (100, 28), True, True),
+    (80, (512, 0), False, True), (80, (513, 0), False, False), (160, (128, 0), False, False)])
 def test_narrow_bands_run_on_a_narrow_band_set_where_one_exists(d, band, det, narrow):
     """An ordered narrow band (the bands the default mode orders) runs, in either mode, on the narrow-band set where
     its pad has one (tiles._NARROW_CHANGES: its tile is the ordered set's with those changes, its key the ordered
@@ -214,7 +215,7 @@ def test_the_narrow_band_set_is_a_twin_of_the_ordered_set(monkeypatch):
     from frost.kernels import api
     from frost.kernels.compile import NARROW_PTXAS, KernelKey
 
-    for d, bad in ((64, {}), (32, {"ordered": True}), (64, {"ordered": True, "mha": True})):
+    for d, bad in ((64, {}), (160, {"ordered": True}), (64, {"ordered": True, "mha": True})):
         with pytest.raises(ValueError, match="narrow-band"):
             KernelKey("bfloat16", d, "sm_90a", narrow=True, **bad)
     assert KernelKey("bfloat16", 64, "sm_90a", ordered=True, narrow=True).ptxas_options == NARROW_PTXAS[64]

@@ -72,7 +72,7 @@ def test_runtime_features_share_a_kernel_and_dtypes_do_not(fake):
 
 def test_ordered_dq_problems_get_the_ordered_kernel_set(fake):
     """Deterministic mode and narrow bands add dQ in KV-tile order, on a kernel set compiled for it (its compile
-    key says so): narrow bands, in either mode, on the narrow-band set where the pad has one (d64), else on the
+    key says so): narrow bands, in either mode, on the narrow-band set where the pad has one (up to d128), else on the
     ordered set; wide bands and the default causal mode share the atomic set."""
     def kernel_key(d=64, **kw):   # a plan's compile key is engine|kernel set|features|signatures (lowering.keys)
         graph = sdpa_backward_graph(2, 4, 512, d, heads_kv=2, dtype="bfloat16", causal=True, **kw)
@@ -84,7 +84,8 @@ def test_ordered_dq_problems_get_the_ordered_kernel_set(fake):
     narrow = kernel_key(band_left=128)
     assert narrow.endswith(":o1:nb") and kernel_key(band_left=128, deterministic=True) == narrow != ordered
     assert kernel_key(band_left=1024) == atomic
-    assert kernel_key(32, band_left=128) == kernel_key(32, deterministic=True)   # (d32: no narrow-band set)
+    assert kernel_key(160, band_left=128) == kernel_key(160, band_left=128, deterministic=True)   # (no narrow-band set)
+    assert kernel_key(160, band_left=128).endswith(":o1")
 
 
 def test_mha_problems_get_the_mha_kernel_set_where_one_exists(fake):
