@@ -273,7 +273,8 @@ _ORDERED_CHANGES = {
 # d32, d48 and d80 (twenty-sixth session, same method, ordered -> heads outer alone -> both; either mode within
 # 1 %): GQA 2,32,8 d32 0.143 -> 0.143 -> 0.132 ms, d48 0.211 -> 0.209 -> 0.195, d80 0.317 -> 0.306 -> 0.301; MHA
 # 2,16,16 d32 0.087 -> 0.086 -> 0.083, d48 0.127 -> 0.125 -> 0.120, d80 0.209 -> 0.206 -> 0.203; d80 on a
-# 512-token window (its widest ordered band) GQA 0.619 -> 0.597, MHA 0.354 -> 0.345. No spills at ptxas level 5.
+# 512-token window (its widest ordered band) GQA 0.619 -> 0.597, MHA 0.354 -> 0.345. No spills at ptxas level 5
+# (d80 takes level 6: compile.NARROW_PTXAS).
 _HEADS_OUTER_DIFF_MASK = {"diff_mask": True, "heads_outer": True}
 _NARROW_CHANGES = {d: _HEADS_OUTER_DIFF_MASK for d in (32, 48, 64, 80, 96)} | {128: {"heads_outer": True}}
 
