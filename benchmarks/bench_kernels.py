@@ -194,6 +194,20 @@ def bench_deterministic(dtype, iters, head_dims):
             print(f"{d:>4} | {t_f:10.3f} {t_d:8.3f} | {t_d / t_f:5.3f}x", flush=True)
 
 
+def bench_windows(dtype, iters, head_dims, band):
+    """A sliding window + sink per head dim (the narrow-band sets), GQA 2,32,8 and MHA 2,16,16 at S4096, against
+    the causal run of the same shape, both modes of the window."""
+    print(f"{'shape':>22} | {'causal ms':>9} | {f'window {band} + sink ms':>22} {'/ causal':>8} | deterministic")
+    for d in head_dims:
+        for hq, hkv in ((32, 8), (16, 16)):
+            case = GqaCase(2, hq, hkv, 4096, d, dtype)
+            causal = _time(case.frost_fn(), iters)
+            win = [_time(case.frost_fn(with_sink=True, band_left=band, deterministic=det), iters)
+                   for det in (False, True)]
+            print(f"{f'{hq}/{hkv} d{d}':>22} | {causal:9.3f} | {win[0]:22.3f} {win[0] / causal:7.3f}x | "
+                  f"{win[1]:.3f} ({win[1] / win[0]:.3f}x)", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
@@ -203,11 +217,16 @@ def main():
     ap.add_argument("--narrow-v", action="store_true", help="192/128 head dims: narrow vs padded V tiles only")
     ap.add_argument("--head-dims", default="64,128", help="comma-separated head dims (Q/K = V) to time against FA2")
     ap.add_argument("--deterministic", default="", help="comma-separated head dims: deterministic / default only")
+    ap.add_argument("--windows", default="", help="comma-separated head dims: window + sink / causal only")
+    ap.add_argument("--band", type=int, default=128, help="--windows: the window (left band)")
     args = ap.parse_args()
     dtype = getattr(torch, args.dtype)
     if args.deterministic:
         print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
         return bench_deterministic(dtype, args.iters, [int(d) for d in args.deterministic.split(",")])
+    if args.windows:
+        print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
+        return bench_windows(dtype, args.iters, [int(d) for d in args.windows.split(",")], args.band)
     if args.narrow_v:
         print(f"device: {torch.cuda.get_device_name()}  dtype: {args.dtype}  torch {torch.__version__}")
         return bench_narrow_v(dtype, args.iters)
