@@ -362,7 +362,7 @@ class BwdMainKernel:
                                 "Qt": (cBt, rQt, s.Qt), "dOt": (cBt, rdOt, s.dOt), "dS": (cAq, rdS, s.dS)}),
             rKt=rKt, rKt_v=cBq.retile(rKt), sKt=s.Kt,
             dS_store=dS_store, sdSt_dst=dS_store.partition_D(s.dSt),
-            cS_mn=cu.acc_mn_view(thr_kv.partition_C(cS)),
+            cS=thr_kv.partition_C(cS),
             sLSE2=s.LSE2_b, sDelta=s.Delta_b)
 
     def _make_acc(self, mm, do_dv, do_dk):
@@ -461,16 +461,20 @@ class BwdMainKernel:
         self._load_next(ld, walk, it, next_pos, 1 - q_stage, 1 - do_stage, t.q_stages == 2, t.do_stages == 2,
                         do_dk)
 
-        accP, accdP = self._score_gemms(mm, q_stage, do_stage, do_dk)
-        self._probabilities(mm, mask, accP, m_block, walk.n_block, q_stage, scale_log2)
-        if cutlass.const_expr(do_dv):
-            rP = cu.convert(accP, self.dtype)
-            cu.gemm_rs(mm.kv, acc.dV, cu.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, do_stage],
-                       mm.rdOt, mm.rdOt_v)
-        if cutlass.const_expr(do_dk):
-            rdS = self._softmax_grad(mm, accP, accdP, q_stage)
-            cute.copy(mm.dS_store, mm.dS_store.retile(rdS), mm.sdSt_dst)
-            self._dk_gemm(mm, acc, rdS, q_stage)
+        if cutlass.const_expr(t.atom_skip):
+            # (partitions made outside the runtime branches: made inside one, they escape through the ThrMMA)
+            vecs = self._row_vec_part(mm, mm.sLSE2, q_stage), self._row_vec_part(mm, mm.sDelta, q_stage)
+            live = self._live_atoms(mask, walk.n_block, m_block)
+            if live[0] & live[1]:
+                self._step_gemms(mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv, do_dk, vecs)
+            elif live[1]:
+                self._step_gemms(mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv, do_dk, vecs,
+                                 (1,))
+            else:  # (no live atom: atom 0 is computed, the mask zeroes it)
+                self._step_gemms(mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv, do_dk, vecs,
+                                 (0,))
+        else:
+            self._step_gemms(mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv, do_dk)
 
         if cutlass.const_expr(do_dk or t.q_stages == 1 or t.do_stages == 1):
             cute.arch.sync_threads()  # dS^T complete in smem; every warp is done with this tile's Q and dO
@@ -479,6 +483,39 @@ class BwdMainKernel:
         self._load_next(ld, walk, it, next_pos, 0, 0, t.q_stages == 1, t.do_stages == 1, do_dk)
         if cutlass.const_expr(do_dk):
             self._dq_step(mm, ld, mask, walk, it, head, m_block)
+
+    def _step_gemms(self, mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv: cutlass.Constexpr,
+                    do_dk: cutlass.Constexpr, vecs=None, atoms=None):
+        """A step's work up to its dS^T in shared memory: S^T, P^T, dP^T, dV, dS^T, dK (traced inline). ``vecs``:
+        the stage's (LSE, delta) _row_vec_part, made by the caller (else here, where each is used); ``atoms``: the
+        MMA_M atoms whose GEMMs run (TileConfig.atom_skip; None: all)."""
+        accP, accdP = self._score_gemms(mm, q_stage, do_stage, do_dk, atoms)
+        lse2 = self._row_vec_part(mm, mm.sLSE2, q_stage) if vecs is None else vecs[0]
+        self._probabilities(mm, mask, accP, m_block, walk.n_block, lse2, scale_log2, atoms)
+        if cutlass.const_expr(do_dv):
+            rP = cu.convert(accP, self.dtype)
+            cu.gemm_rs(mm.kv, acc.dV, cu.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, do_stage],
+                       mm.rdOt, mm.rdOt_v, atoms)
+        if cutlass.const_expr(do_dk):
+            delta = self._row_vec_part(mm, mm.sDelta, q_stage) if vecs is None else vecs[1]
+            rdS = self._softmax_grad(accP, accdP, delta, atoms)
+            cute.copy(mm.dS_store, mm.dS_store.retile(rdS), mm.sdSt_dst)
+            self._dk_gemm(mm, acc, rdS, q_stage, atoms)
+
+    @cute.jit
+    def _live_atoms(self, mask, n_block, m_block):
+        """Per MMA_M atom of this warp (TileConfig.atom_skip): whether the step's query tile sees one of its 16
+        key rows (the kv MMA gives warp w the rows 16 w + 16 W a of atom a, W warps)."""
+        warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        key0 = n_block * self.N + warp * 16
+        rows_apart = 16 * self.tile.num_warps
+        return tuple(mask.block_sees(m_block * self.M, self.M, key0 + a * rows_apart, 16)
+                     for a in range(self.N // rows_apart))
+
+    def _row_vec_part(self, mm, vec: cute.Tensor, q_stage):
+        """This thread's entries of a row vector of stage ``q_stage`` (mm.sLSE2: LSE * log2(e), or mm.sDelta),
+        broadcast onto its S^T entries (accumulator layout)."""
+        return mm.thr_kv.partition_C(vec[None, None, q_stage])
 
     @cute.jit
     def _load_next(self, ld, walk, it, next_pos, q_stage, do_stage, q: cutlass.Constexpr, do: cutlass.Constexpr,
@@ -496,12 +533,12 @@ class BwdMainKernel:
             cute.arch.cp_async_commit_group()
 
     @cute.jit
-    def _dk_gemm(self, mm, acc, rdS, q_stage):
-        """dK += dS^T . Q with dS^T from this warp's registers."""
+    def _dk_gemm(self, mm, acc, rdS, q_stage, atoms: cutlass.Constexpr = None):
+        """dK += dS^T . Q with dS^T from this warp's registers (``atoms``: see _step_gemms)."""
         cu.gemm_rs(mm.kv, acc.dK, cu.acc_as_a_operand(rdS), mm.cBt, mm.sQt[None, None, None, q_stage], mm.rQt,
-                   mm.rQt_v)
+                   mm.rQt_v, atoms)
 
-    def _score_gemms(self, mm, q_stage, do_stage, with_dp: cutlass.Constexpr):
+    def _score_gemms(self, mm, q_stage, do_stage, with_dp: cutlass.Constexpr, atoms=None):
         """S^T = K.Q^T and (when ``with_dp``) dP^T = V.dO^T in fp32 registers, the two GEMMs interleaved: a warp's
         16-row tiles have only 4 MMA chains each, 8 together hide more ldmatrix latency."""
         shape = mm.thr_kv.partition_shape_C((self.N, self.M))
@@ -515,25 +552,27 @@ class BwdMainKernel:
             copy_v = None if self.v_in_regs else mm.cA  # (None: V's fragments were loaded for the walk)
             gemms += ((accdP, copy_v, mm.sV, mm.rV, mm.rV_v, mm.cB, mm.sdO[None, None, None, do_stage], mm.rdO,
                        mm.rdO_v),)
-        cu.gemm_ss_interleaved(mm.kv, gemms)
+        cu.gemm_ss_interleaved(mm.kv, gemms, atoms)
         return accS, accdP
 
     @cute.jit
-    def _probabilities(self, mm, mask, accS, m_block, n_block, q_stage, scale_log2):
-        """S^T -> P^T in place in fp32 registers; hidden entries exactly 0."""
-        p_mn = cu.acc_mn_view(accS)
-        lse2_mn = cu.acc_mn_view(mm.thr_kv.partition_C(mm.sLSE2[None, None, q_stage]))
-        scores_to_probs(cu.mn_transpose(p_mn), cu.mn_transpose(lse2_mn), scale_log2)
-        if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
-            mask.zero_hidden(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N, keys_on_rows=True,
-                             by_difference=self.tile.diff_mask)
+    def _probabilities(self, mm, mask, accS, m_block, n_block, lse2, scale_log2, atoms: cutlass.Constexpr = None):
+        """S^T -> P^T in place in fp32 registers; hidden entries exactly 0. ``lse2``: the LSE's _row_vec_part;
+        ``atoms``: only these MMA_M atoms (see _step_gemms: the others' S^T are zeros no row sees, left as P^T)."""
+        for acc_v, lse2_v, coords_v in cu.by_atom(atoms, accS, lse2, mm.cS):
+            p_mn = cu.acc_mn_view(acc_v)
+            scores_to_probs(cu.mn_transpose(p_mn), cu.mn_transpose(cu.acc_mn_view(lse2_v)), scale_log2)
+            if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
+                mask.zero_hidden(p_mn, cu.acc_mn_view(coords_v), m_block, n_block, self.M, self.N,
+                                 keys_on_rows=True, by_difference=self.tile.diff_mask)
 
     @cute.jit
-    def _softmax_grad(self, mm, accP, accdP, q_stage):
-        """dS^T = P^T o (dP^T - delta), returned in the io dtype (MMA accumulator layout)."""
-        delta_mn = cu.acc_mn_view(mm.thr_kv.partition_C(mm.sDelta[None, None, q_stage]))
-        softmax_grad(cu.mn_transpose(cu.acc_mn_view(accP)), cu.mn_transpose(cu.acc_mn_view(accdP)),
-                     cu.mn_transpose(delta_mn))
+    def _softmax_grad(self, accP, accdP, delta, atoms: cutlass.Constexpr = None):
+        """dS^T = P^T o (dP^T - delta), returned in the io dtype (MMA accumulator layout). ``delta``: delta's
+        _row_vec_part; ``atoms``: only these MMA_M atoms (the others' dP^T are zeros, their dS^T then too)."""
+        for p_v, dp_v, delta_v in cu.by_atom(atoms, accP, accdP, delta):
+            softmax_grad(cu.mn_transpose(cu.acc_mn_view(p_v)), cu.mn_transpose(cu.acc_mn_view(dp_v)),
+                         cu.mn_transpose(cu.acc_mn_view(delta_v)))
         return cu.convert(accdP, self.dtype)
 
     @cute.jit
@@ -553,8 +592,10 @@ class BwdMainKernel:
         seen = None
         if cutlass.const_expr(self.ordered):  # issued before the GEMM that hides its latency
             seen = dq_order_peek(sem_row, sem_index, rank)
+        halves = self._live_key_halves(mask, walk.n_block, m_block) if cutlass.const_expr(
+            self.tile.dq_skip_halves) else None
         for c in cutlass.range_constexpr(self.D // chunk):
-            accdQ = self._dq_chunk_gemm(mm, sdS, c)
+            accdQ = self._dq_chunk_gemm(mm, sdS, c, halves)
             if cutlass.const_expr(c == 0):  # the first GEMM overlaps the wait
                 dq_order_wait(sem_row, sem_index, rank, walk.ordered, seen)
             if cutlass.const_expr(c == self.D // chunk - 1):
@@ -594,14 +635,31 @@ class BwdMainKernel:
         return cute.local_tile(ld.qdQacc[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
 
     @cute.jit
-    def _dq_chunk_gemm(self, mm, sdS, c: cutlass.Constexpr):
-        """Chunk ``c`` of the step's dQ = dS . K (fp32 registers), dS read through ``sdS`` (mm.cAq's partition)."""
+    def _dq_chunk_gemm(self, mm, sdS, c: cutlass.Constexpr, halves=None):
+        """Chunk ``c`` of the step's dQ = dS . K (fp32 registers), dS read through ``sdS`` (mm.cAq's partition);
+        ``halves``: _live_key_halves (a dead half's k-blocks are skipped: its dS are zeros), None for all keys."""
         chunk = self.tile.dq_chunk
         accdQ = cute.make_rmem_tensor(mm.thr_dq.partition_shape_C((self.M, chunk)), Float32)
         accdQ.fill(0.0)
         kt = mm.cBq.partition_S(cute.local_tile(mm.sKt, (chunk, self.N), (c, 0)))
-        cu.gemm_ss(mm.dq, accdQ, mm.cAq, sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
+        operands = (mm.dq, accdQ, mm.cAq, sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
+        if cutlass.const_expr(halves is None):
+            cu.gemm_ss(*operands)
+        else:
+            k_half = self.N // 32  # k-blocks of 16 keys in half the tile
+            if halves[0] & halves[1]:
+                cu.gemm_ss(*operands)
+            elif halves[1]:
+                cu.gemm_ss(*operands, k_blocks=range(k_half, 2 * k_half))
+            else:
+                cu.gemm_ss(*operands, k_blocks=range(k_half))
         return accdQ
+
+    @cute.jit
+    def _live_key_halves(self, mask, n_block, m_block):
+        """Whether the step's query tile sees a key of the KV tile's lower / upper half (CTA-uniform)."""
+        half = self.N // 2
+        return tuple(mask.block_sees(m_block * self.M, self.M, n_block * self.N + h * half, half) for h in (0, 1))
 
     def _dq_semaphore(self, ld, head, m_block):
         """(this batch's semaphore row of ``head``, index of query tile ``m_block``'s first semaphore): what

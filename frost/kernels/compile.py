@@ -112,7 +112,8 @@ def tile_key(t: TileConfig) -> str:
             f":p{2 if t.two_pass else 1}:c{t.dq_chunk}:b{t.min_blocks}:r{t.rows_per_warp}:g{int(t.warp_grid)}"
             f":k{int(t.k_in_regs)}:q{int(t.dq_direct)}:m{int(t.diff_mask)}:t{int(t.release_at_top)}"
             f":l{int(t.dq_lag)}{int(t.dq_lag_mbar)}:v{int(t.dq_red_v4)}"
-            f":r{int(t.release_late)}{int(t.release_rotate)}:h{int(t.heads_outer)}")
+            f":r{int(t.release_late)}{int(t.release_rotate)}:h{int(t.heads_outer)}"
+            f":a{int(t.atom_skip)}{int(t.dq_skip_halves)}")
 
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)

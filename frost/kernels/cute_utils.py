@@ -89,42 +89,79 @@ def convert(acc: cute.Tensor, dtype) -> cute.Tensor:
 @cute.jit
 def gemm_ss(tiled_mma: cute.TiledMma, acc: cute.Tensor,
             copy_a: cute.TiledCopy, s_a: cute.Tensor, r_a: cute.Tensor, r_a_view: cute.Tensor,
-            copy_b: cute.TiledCopy, s_b: cute.Tensor, r_b: cute.Tensor, r_b_view: cute.Tensor):
-    """acc += A.B^T with both operands read from shared memory by ldmatrix, one k-block ahead of the MMA."""
-    gemm_ss_interleaved(tiled_mma, ((acc, copy_a, s_a, r_a, r_a_view, copy_b, s_b, r_b, r_b_view),))
+            copy_b: cute.TiledCopy, s_b: cute.Tensor, r_b: cute.Tensor, r_b_view: cute.Tensor,
+            k_blocks: range | None = None):
+    """acc += A.B^T with both operands read from shared memory by ldmatrix, one k-block ahead of the MMA
+    (``k_blocks``: see gemm_ss_interleaved)."""
+    gemm_ss_interleaved(tiled_mma, ((acc, copy_a, s_a, r_a, r_a_view, copy_b, s_b, r_b, r_b_view),),
+                        k_blocks=k_blocks)
 
 
-def gemm_ss_interleaved(tiled_mma: cute.TiledMma, gemms: tuple):
+def gemm_ss_interleaved(tiled_mma: cute.TiledMma, gemms: tuple, atoms: tuple | None = None,
+                        k_blocks: range | None = None):
     """Several independent gemm_ss of one tiled MMA and k extent, interleaved k-block by k-block: each warp
     then has the MMA chains of all of them in flight at once (more independent work between ldmatrix waits
     when a warp's tile has few accumulator chains). ``gemms``: tuples (acc, copy_a, s_a, r_a, r_a_view,
     copy_b, s_b, r_b, r_b_view); ``copy_a`` None means A is already in ``r_a`` for every k-block. Operands are
-    read one k-block ahead of the MMA. Plain Python: it runs at trace time inside a kernel."""
-    num_k = cute.size(gemms[0][6], mode=[2])
+    read one k-block ahead of the MMA. ``atoms``: the MMA_M atoms of the warp's tile to compute (None: all); the
+    others' A reads and MMAs are left out and their accumulator rows keep what they held. ``k_blocks``: the
+    k-blocks to take (None: all), the rest being zeros in A or B. Plain Python: it runs at trace time inside a
+    kernel."""
+    if atoms == ():
+        return
+    ks = list(k_blocks if k_blocks is not None else range(cute.size(gemms[0][6], mode=[2])))
     for g in gemms:
-        _load_k_block(g, 0)
-    for k in range(num_k):
+        _load_k_block(g, ks[0], atoms)
+    for i, k in enumerate(ks):
         for g in gemms:
-            if k + 1 < num_k:
-                _load_k_block(g, k + 1)
+            if i + 1 < len(ks):
+                _load_k_block(g, ks[i + 1], atoms)
             acc, _, _, r_a, _, _, _, r_b, _ = g
-            cute.gemm(tiled_mma, acc, r_a[None, None, k], r_b[None, None, k], acc)
+            if atoms is None:
+                cute.gemm(tiled_mma, acc, r_a[None, None, k], r_b[None, None, k], acc)
+            for m in atoms or ():
+                acc_m = atom_rows(acc, m)  # (V, 1, N): the tiled MMA's (V,M) x (V,N) form
+                cute.gemm(tiled_mma, acc_m, _unit_mode(r_a[None, m, k], 1), r_b[None, None, k], acc_m)
 
 
-def _load_k_block(gemm: tuple, k: int):
+def _load_k_block(gemm: tuple, k: int, atoms: tuple | None):
     """ldmatrix k-block ``k`` of one gemm_ss_interleaved operand tuple into its fragments (A only when it is
-    not preloaded)."""
+    not preloaded, and only the ``atoms`` given)."""
     _acc, copy_a, s_a, _r_a, r_a_view, copy_b, s_b, _r_b, r_b_view = gemm
     if copy_a is not None:
-        cute.copy(copy_a, s_a[None, None, k], r_a_view[None, None, k])
+        if atoms is None:
+            cute.copy(copy_a, s_a[None, None, k], r_a_view[None, None, k])
+        for m in atoms or ():
+            cute.copy(copy_a, s_a[None, m, k], r_a_view[None, m, k])
     cute.copy(copy_b, s_b[None, None, k], r_b_view[None, None, k])
+
+
+def atom_rows(t: cute.Tensor, m: int) -> cute.Tensor:
+    """MMA_M atom ``m`` of a (V, MMA_M, MMA_N) partition, as a (V, 1, MMA_N) view of the same elements."""
+    return _unit_mode(t[None, m, None], 1)
+
+
+def by_atom(atoms: tuple | None, *ts: cute.Tensor) -> list:
+    """The (V, MMA_M, MMA_N) partitions ``ts`` whole ([ts]) when ``atoms`` is None, else one tuple of atom_rows
+    views per atom in ``atoms``."""
+    return [ts] if atoms is None else [tuple(atom_rows(t, m) for t in ts) for m in atoms]
+
+
+def _unit_mode(t: cute.Tensor, at: int) -> cute.Tensor:
+    """A view of ``t`` with an extent-1 mode inserted before mode ``at``."""
+    modes = [t.layout[i] for i in range(cute.rank(t.layout))]
+    modes.insert(at, cute.make_layout(1))
+    return cute.make_tensor(t.iterator, cute.make_layout(tuple(x.shape for x in modes),
+                                                         stride=tuple(x.stride for x in modes)))
 
 
 @cute.jit
 def gemm_rs(tiled_mma: cute.TiledMma, acc: cute.Tensor, r_a: cute.Tensor,
-            copy_b: cute.TiledCopy, s_b: cute.Tensor, r_b: cute.Tensor, r_b_view: cute.Tensor):
-    """acc += A.B^T with A already in registers (MMA A layout) and B read from shared memory by ldmatrix."""
-    gemm_ss_interleaved(tiled_mma, ((acc, None, None, r_a, None, copy_b, s_b, r_b, r_b_view),))
+            copy_b: cute.TiledCopy, s_b: cute.Tensor, r_b: cute.Tensor, r_b_view: cute.Tensor,
+            atoms: cutlass.Constexpr = None):
+    """acc += A.B^T with A already in registers (MMA A layout) and B read from shared memory by ldmatrix
+    (``atoms``: see gemm_ss_interleaved)."""
+    gemm_ss_interleaved(tiled_mma, ((acc, None, None, r_a, None, copy_b, s_b, r_b, r_b_view),), atoms)
 
 
 @cute.jit

@@ -170,6 +170,15 @@ class AttentionMask:
                 | (key0 < row0 + m_block_size - 1 + self.left_offset))
 
     @cute.jit
+    def block_sees(self, row0: Int32, rows: cutlass.Constexpr, key0: Int32, keys: cutlass.Constexpr) -> cutlass.Boolean:
+        """Whether some row of [row0, row0 + rows) sees some key of [key0, key0 + keys): the band's keys of those
+        rows, [row0 + left_offset, row0 + rows - 1 + right_offset], meet the block's keys below seqlen_kv (rows
+        past seqlen_q count as seeing: their probabilities are 0 anyway)."""
+        lo = cutlass.max(key0, row0 + self.left_offset)
+        hi = cutlass.min(cutlass.min(key0 + keys, self.seqlen_kv) - 1, row0 + rows - 1 + self.right_offset)
+        return lo <= hi
+
+    @cute.jit
     def visible(self, row: Int32, key: Int32) -> cutlass.Boolean:
         return (key < self.seqlen_kv) & (key <= row + self.right_offset) & (key >= row + self.left_offset)
 

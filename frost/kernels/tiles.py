@@ -128,6 +128,15 @@ class TileConfig:
     # the walk takes every query tile of a head before the next head of the GQA group (heads inner otherwise): the
     # narrow-band sets only (_NARROW_CHANGES)
     heads_outer: bool = False
+    # a warp skips the work of an MMA atom (16 key rows) none of whose keys the step's query tile sees: its S^T,
+    # dP^T, dV and dK MMAs, A reads, probabilities and dS^T (left exact zeros, as the mask makes them anyway).
+    # bwd_main's step with 32 rows per warp (two atoms, 64 keys apart: under a narrow band the edges of a KV tile's
+    # walk see one of a warp's two, so every warp's step there is about half as long), or the lagged step with 16
+    # (a warp no row sees runs no GEMM). The narrow-band sets only (_NARROW_CHANGES)
+    atom_skip: bool = False
+    # the dQ GEMM leaves out the k-blocks of a KV tile's half (64 keys) none of whose keys the step sees (their dS
+    # are zeros): the narrow-band sets where it measured faster (_NARROW_CHANGES)
+    dq_skip_halves: bool = False
 
     @property
     def dv_pad(self) -> int:
@@ -203,6 +212,9 @@ class TileConfig:
         assert not self.dq_red_v4 or (not self.warp_grid and self.dq_col_step == 16), "dq_red_v4: 16-column slices"
         assert self.dq_lag or not (self.release_late or self.release_rotate), "the lagged step's releases only"
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
+        assert not self.atom_skip or (not self.warp_grid and (self.rows_per_warp == 32) != self.dq_lag), \
+            "atom_skip: bwd_main's step with two atoms per warp, or the lagged step with one"
+        assert not self.dq_skip_halves or not self.warp_grid, "dq_skip_halves: the rows kernels' dQ GEMM"
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (self.dq_col_step * wd) == 0
         # a dQ chunk must not start inside a swizzle atom of the K tile (swizzle_atom_cols): a 32-wide
@@ -275,8 +287,17 @@ _ORDERED_CHANGES = {
 # 2,16,16 d32 0.087 -> 0.086 -> 0.083, d48 0.127 -> 0.125 -> 0.120, d80 0.209 -> 0.206 -> 0.203; d80 on a
 # 512-token window (its widest ordered band) GQA 0.619 -> 0.597, MHA 0.354 -> 0.345. No spills at ptxas level 5
 # (d80 takes level 6: compile.NARROW_PTXAS).
+# Skipping what a step cannot see (TileConfig.atom_skip, dq_skip_halves; twenty-seventh session, same method, served
+# -> both, ms, 128-token window + sink): gpt-oss 2,64,8 d64 0.443 -> 0.423 (without the difference mask, which with
+# them spills 8 bytes on sm_90a; with it 0.413), MHA d64 0.144 -> 0.140, GQA 2,32,8 d48 0.196 -> 0.186, MHA d48
+# 0.120 -> 0.117, GQA d96 0.382 -> 0.356 (atom_skip alone 0.361); on a 256-token window gpt-oss 0.602 -> 0.583.
+# Not taken: d32 (atom_skip 1.00x: its 64-row query tiles leave few atoms unseen), d128 (atom_skip alone 0.444 ->
+# 0.420, MHA 0.286 -> 0.270, but fp16 spills 32 bytes on sm_120a; dq_skip_halves slower there), d80 (not measured).
 _HEADS_OUTER_DIFF_MASK = {"diff_mask": True, "heads_outer": True}
-_NARROW_CHANGES = {d: _HEADS_OUTER_DIFF_MASK for d in (32, 48, 64, 80, 96)} | {128: {"heads_outer": True}}
+_SKIP_UNSEEN = {"atom_skip": True, "dq_skip_halves": True}
+_NARROW_CHANGES = ({d: _HEADS_OUTER_DIFF_MASK for d in (32, 80)}
+                   | {d: _HEADS_OUTER_DIFF_MASK | _SKIP_UNSEEN for d in (48, 96)}
+                   | {64: {"heads_outer": True} | _SKIP_UNSEEN, 128: {"heads_outer": True}})
 
 
 def narrow_pads() -> tuple[int, ...]:
