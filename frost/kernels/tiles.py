@@ -290,13 +290,13 @@ _ORDERED_CHANGES = {
 # Skipping what a step cannot see (TileConfig.atom_skip, dq_skip_halves; twenty-seventh session, same method, served
 # -> both, ms, 128-token window + sink): gpt-oss 2,64,8 d64 0.443 -> 0.423 (without the difference mask, which with
 # them spills 8 bytes on sm_90a; with it 0.413), MHA d64 0.144 -> 0.140, GQA 2,32,8 d48 0.196 -> 0.186, MHA d48
-# 0.120 -> 0.117, GQA d96 0.382 -> 0.356 (atom_skip alone 0.361); on a 256-token window gpt-oss 0.602 -> 0.583.
-# Not taken: d32 (atom_skip 1.00x: its 64-row query tiles leave few atoms unseen), d128 (atom_skip alone 0.444 ->
-# 0.420, MHA 0.286 -> 0.270, but fp16 spills 32 bytes on sm_120a; dq_skip_halves slower there), d80 (not measured).
+# 0.120 -> 0.117, GQA d96 0.382 -> 0.356 (atom_skip alone 0.361), GQA d80 0.296 -> 0.268 (alone 0.271), MHA d80
+# 0.203 -> 0.190; on a 256-token window gpt-oss 0.602 -> 0.583, on 512 GQA d80 0.588 -> 0.567. Not taken: d32
+# (atom_skip 1.00x: its 64-row query tiles leave few atoms unseen; dq_skip_halves 1.02x), d128 (atom_skip alone
+# 0.444 -> 0.420, MHA 0.286 -> 0.270, but fp16 spills 32 bytes on sm_120a; dq_skip_halves slower there).
 _HEADS_OUTER_DIFF_MASK = {"diff_mask": True, "heads_outer": True}
 _SKIP_UNSEEN = {"atom_skip": True, "dq_skip_halves": True}
-_NARROW_CHANGES = ({d: _HEADS_OUTER_DIFF_MASK for d in (32, 80)}
-                   | {d: _HEADS_OUTER_DIFF_MASK | _SKIP_UNSEEN for d in (48, 96)}
+_NARROW_CHANGES = ({32: _HEADS_OUTER_DIFF_MASK} | {d: _HEADS_OUTER_DIFF_MASK | _SKIP_UNSEEN for d in (48, 80, 96)}
                    | {64: {"heads_outer": True} | _SKIP_UNSEEN, 128: {"heads_outer": True}})
 
 
