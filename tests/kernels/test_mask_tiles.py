@@ -184,3 +184,27 @@ def test_dq_gemm_block_order_deals_the_longest_walks_out_first(left, right, bott
     # past the grid's z limit the query tiles stay in x, ascending
     grid, flags = ordering.dq_gemm_block_order.__wrapped__(ordering.MAX_GRID_YZ + 1, 1, 1, NO_BOUND, 0, 0)
     assert int(grid[0]) == ordering.MAX_GRID_YZ + 1 and not int(flags) & FLAG_Q_TILES_DOWN
+
+
+@pytest.mark.parametrize("case", list(_cases(60, seed=11)),
+                         ids=lambda c: "sq{}_skv{}_L{}_R{}_br{}_n{}m{}".format(*c[:5], *c[5]))
+def test_a_skipped_key_block_holds_no_visible_pair(case):
+    """TileConfig.atom_skip / dq_skip_halves leave out the work of a block of keys (16 for a warp's MMA atom, 64 for
+    half a KV tile) when ``block_sees`` says no row of the step sees it: that must never drop a visible pair. Rows
+    past sq count as seeing their band (their probabilities are 0 anyway), so the answer is exactly whether the
+    band of the step's rows meets the block's keys below skv."""
+    sq, skv, left, right, br, (n_size, m_size) = case
+    mask = _mask(sq, skv, left, right, br)
+    block_sees = AttentionMask.block_sees.__wrapped__
+    diag = skv - sq if br else 0
+    lo = -float("inf") if left is None else diag - left
+    hi = float("inf") if right is None else diag + right
+    for keys in (16, 64):
+        for key0 in range(0, -(-skv // n_size) * n_size, keys):
+            for m in range(-(-sq // m_size)):
+                rows = range(m * m_size, (m + 1) * m_size)
+                in_band = any(j < skv and lo <= j - i <= hi for i in rows for j in range(key0, key0 + keys))
+                assert bool(block_sees(mask, m * m_size, m_size, key0, keys)) == in_band, (key0, keys, m)
+                if not in_band:
+                    assert not any(_visible(sq, skv, left, right, br, i, j) for i in rows
+                                   for j in range(key0, key0 + keys))

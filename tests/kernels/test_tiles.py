@@ -126,6 +126,32 @@ def test_only_the_lagged_step_places_its_release():
             dataclasses.replace(lag, dq_lag=False, **{field: True}).check()
 
 
+def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
+    """atom_skip traces a step per set of live MMA atoms: bwd_main's step with two atoms per warp (32 rows) or the
+    lagged step with one (16); the grid kernel has neither, nor the dQ GEMM dq_skip_halves trims. The narrow-band
+    sets take them where measured faster (d48-d96), the atomic and ordered sets never."""
+    from frost.kernels.tiles import _TABLE, TileConfig, narrow_pads, tile_for_pads, tile_for_set
+
+    replace = dataclasses.replace
+    for bad in (TileConfig(96, 128, 32, 1, 1, False, 96, rows_per_warp=16),                    # 16 rows, bwd_main
+                _TABLE[192],                                                                    # the grid kernel
+                TileConfig(64, 128, 32, 2, 2, False, 64, rows_per_warp=32, dq_lag=True)):       # 32 rows, lagged
+        bad.check()
+        with pytest.raises(AssertionError, match="atom_skip"):
+            replace(bad, atom_skip=True).check()
+    with pytest.raises(AssertionError, match="dq_skip_halves"):
+        replace(_TABLE[192], dq_skip_halves=True).check()
+    skipping = []
+    for d in narrow_pads():
+        tile = tile_for_set(tile_for_pads(d), True, narrow=True)
+        tile.check()
+        if tile.atom_skip:
+            skipping.append(d)
+        for plain in (tile_for_set(tile_for_pads(d), o) for o in (False, True)):
+            assert not (plain.atom_skip or plain.dq_skip_halves), (d, plain)
+    assert skipping == [48, 64, 80, 96]
+
+
 def test_a_target_that_spills_a_tile_compiles_its_own_changes():
     """tiles._TARGET_CHANGES: d128 fp16 on sm_90a pipelines two stages (three spill there); the same pad in bf16, or
     on SM120, and the ordered set are untouched, and the compile keys differ."""
