@@ -293,11 +293,12 @@ _ORDERED_CHANGES = {
 # 0.120 -> 0.117, GQA d96 0.382 -> 0.356 (atom_skip alone 0.361), GQA d80 0.296 -> 0.268 (alone 0.271), MHA d80
 # 0.203 -> 0.190; on a 256-token window gpt-oss 0.602 -> 0.583, on 512 GQA d80 0.588 -> 0.567. Not taken: d32
 # (atom_skip 1.00x: its 64-row query tiles leave few atoms unseen; dq_skip_halves 1.02x), d128 (atom_skip alone
-# 0.444 -> 0.420, MHA 0.286 -> 0.270, but fp16 spills 32 bytes on sm_120a; dq_skip_halves slower there).
+# 0.444 -> 0.420, MHA 0.286 -> 0.270; dq_skip_halves slower there: atom_skip alone, except in fp16 on sm_120a,
+# where it spills 32 bytes: _NARROW_TARGET_CHANGES).
 _HEADS_OUTER_DIFF_MASK = {"diff_mask": True, "heads_outer": True}
 _SKIP_UNSEEN = {"atom_skip": True, "dq_skip_halves": True}
 _NARROW_CHANGES = ({32: _HEADS_OUTER_DIFF_MASK} | {d: _HEADS_OUTER_DIFF_MASK | _SKIP_UNSEEN for d in (48, 80, 96)}
-                   | {64: {"heads_outer": True} | _SKIP_UNSEEN, 128: {"heads_outer": True}})
+                   | {64: {"heads_outer": True} | _SKIP_UNSEEN, 128: {"heads_outer": True, "atom_skip": True}})
 
 
 def narrow_pads() -> tuple[int, ...]:
@@ -428,13 +429,19 @@ def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False, narrow:
 #   it anyway).
 _TARGET_CHANGES = {("sm_90a", "float16", 128): {"q_stages": 2, "do_stages": 2},
                    ("sm_90a", "float16", 160): {"do_stages": 1}}
+# The same for a narrow-band set: d128's atom_skip spills 32 bytes in fp16 on sm_120a (ptxas levels 5-7; bf16 there,
+# and both dtypes on sm_90a, do not), so that set runs without it.
+_NARROW_TARGET_CHANGES = {("sm_120a", "float16", 128): {"atom_skip": False}}
 
 
 def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str, dq_gemm: bool = False,
                     narrow: bool = False) -> TileConfig:
     """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_set, then, for the atomic or dq_gemm
-    set on the pad's table tile, the target's changes (_TARGET_CHANGES)."""
+    set on the pad's table tile, the target's changes (_TARGET_CHANGES; the narrow-band sets':
+    _NARROW_TARGET_CHANGES)."""
     changes = _TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad)) if not (ordered or tile.head_dim_v_pad) else None
+    if narrow and has_narrow_set(tile.head_dim_pad, tile.head_dim_v_pad):
+        changes = _NARROW_TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad))
     tile = tile_for_set(tile, ordered, dq_gemm, narrow)
     return replace(tile, **changes) if changes else tile
 

@@ -129,7 +129,7 @@ def test_only_the_lagged_step_places_its_release():
 def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
     """atom_skip traces a step per set of live MMA atoms: bwd_main's step with two atoms per warp (32 rows) or the
     lagged step with one (16); the grid kernel has neither, nor the dQ GEMM dq_skip_halves trims. The narrow-band
-    sets take them where measured faster (d48-d96), the atomic and ordered sets never."""
+    sets take them where measured faster (d48-d128), the atomic and ordered sets never."""
     from frost.kernels.tiles import _TABLE, TileConfig, narrow_pads, tile_for_pads, tile_for_set
 
     replace = dataclasses.replace
@@ -149,7 +149,10 @@ def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
             skipping.append(d)
         for plain in (tile_for_set(tile_for_pads(d), o) for o in (False, True)):
             assert not (plain.atom_skip or plain.dq_skip_halves), (d, plain)
-    assert skipping == [48, 64, 80, 96]
+    assert skipping == [48, 64, 80, 96, 128]
+    from frost.kernels.compile import KernelKey  # d128's spills in fp16 on sm_120a: that target's set runs without it
+    assert [KernelKey(dt, 128, arch, ordered=True, narrow=True).tile.atom_skip for arch in ("sm_120a", "sm_90a")
+            for dt in ("bfloat16", "float16")] == [True, False, True, True]
 
 
 def test_a_target_that_spills_a_tile_compiles_its_own_changes():
