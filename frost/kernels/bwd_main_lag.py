@@ -138,26 +138,24 @@ class BwdMainLagKernel(BwdMainKernel):
         self._load_next(ld, walk, ahead - 1, ahead_pos, ahead % S, ahead % S, True, True, True)
         self._after_loads(walk, ahead)
         if cutlass.const_expr(self.tile.atom_skip):  # one atom per warp: a warp no row sees runs no GEMM
-            # (partitions made outside the runtime branch: made inside it, they escape through the ThrMMA)
             if self._live_atoms(mask, walk.n_block, m_block)[0]:
                 self._lag_until_dk(mm, mask, acc, walk, it, m_block, stage, scale_log2)
             else:
-                self._lag_until_dk(mm, mask, acc, walk, it, m_block, stage, scale_log2, None, ())
+                self._lag_until_dk(mm, mask, acc, walk, it, m_block, stage, scale_log2, ())
         else:
             self._lag_until_dk(mm, mask, acc, walk, it, m_block, stage, scale_log2)
         self._after_step_reads(walk, it)
 
-    def _lag_until_dk(self, mm, mask, acc, walk, it, m_block, stage, scale_log2, vecs=None, atoms=None):
-        """S^T, P^T, dP^T, dV, dS^T (into its buffer) and dK of step ``it`` (traced inline; ``vecs``, ``atoms``:
-        see BwdMainKernel._step_gemms)."""
+    def _lag_until_dk(self, mm, mask, acc, walk, it, m_block, stage, scale_log2, atoms=None):
+        """S^T, P^T, dP^T, dV, dS^T (into its buffer) and dK of step ``it`` (traced inline; ``atoms``: see
+        BwdMainKernel._step_gemms; () for none)."""
         accP, accdP = self._score_gemms(mm, stage, stage, True, atoms)
-        lse2 = self._row_vec_part(mm, mm.sLSE2, stage) if vecs is None else vecs[0]
-        self._probabilities(mm, mask, accP, m_block, walk.n_block, lse2, scale_log2, atoms)
+        self._probabilities(mm, mask, accP, m_block, walk.n_block, self._row_vec_part(mm, mm.sLSE2, stage),
+                            scale_log2, atoms)
         rP = cu.convert(accP, self.dtype)
         cu.gemm_rs(mm.kv, acc.dV, cu.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, stage], mm.rdOt,
                    mm.rdOt_v, atoms)
-        delta = self._row_vec_part(mm, mm.sDelta, stage) if vecs is None else vecs[1]
-        rdS = self._softmax_grad(accP, accdP, delta, atoms)
+        rdS = self._softmax_grad(accP, accdP, self._row_vec_part(mm, mm.sDelta, stage), atoms)
         self._before_ds_store(walk, it)
         cute.copy(mm.dS_store, mm.dS_store.retile(rdS), mm.sdSt_dst[None, None, None, it % 2])
         self._after_ds_store(walk, it)
