@@ -461,20 +461,23 @@ class BwdMainKernel:
         self._load_next(ld, walk, it, next_pos, 1 - q_stage, 1 - do_stage, t.q_stages == 2, t.do_stages == 2,
                         do_dk)
 
+        # atom_skip: the LSE and delta partitions made once before the runtime branches (the cubins measured; made in
+        # each branch, d48/d64 compile differently). Elsewhere where each is used: made up front, d64's atomic and
+        # ordered sets spill 16-24 bytes on sm_120a.
+        vecs = (self._row_vec_part(mm, mm.sLSE2, q_stage), self._row_vec_part(mm, mm.sDelta, q_stage)) \
+            if cutlass.const_expr(t.atom_skip) else None
+        step_gemms = lambda atoms=None: self._step_gemms(  # noqa: E731
+            mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv, do_dk, vecs, atoms)
         if cutlass.const_expr(t.atom_skip):
-            # (partitions made outside the runtime branches: made inside one, they escape through the ThrMMA)
-            vecs = self._row_vec_part(mm, mm.sLSE2, q_stage), self._row_vec_part(mm, mm.sDelta, q_stage)
             live = self._live_atoms(mask, walk.n_block, m_block)
             if live[0] & live[1]:
-                self._step_gemms(mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv, do_dk, vecs)
+                step_gemms()
             elif live[1]:
-                self._step_gemms(mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv, do_dk, vecs,
-                                 (1,))
+                step_gemms((1,))
             else:  # (no live atom: atom 0 is computed, the mask zeroes it)
-                self._step_gemms(mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv, do_dk, vecs,
-                                 (0,))
+                step_gemms((0,))
         else:
-            self._step_gemms(mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv, do_dk)
+            step_gemms()
 
         if cutlass.const_expr(do_dk or t.q_stages == 1 or t.do_stages == 1):
             cute.arch.sync_threads()  # dS^T complete in smem; every warp is done with this tile's Q and dO
@@ -487,7 +490,7 @@ class BwdMainKernel:
     def _step_gemms(self, mm, mask, acc, walk, m_block, q_stage, do_stage, scale_log2, do_dv: cutlass.Constexpr,
                     do_dk: cutlass.Constexpr, vecs=None, atoms=None):
         """A step's work up to its dS^T in shared memory: S^T, P^T, dP^T, dV, dS^T, dK (traced inline). ``vecs``:
-        the stage's (LSE, delta) _row_vec_part, made by the caller (else here, where each is used); ``atoms``: the
+        the stage's (LSE, delta) _row_vec_part made by the caller (None: here, where each is used); ``atoms``: the
         MMA_M atoms whose GEMMs run (TileConfig.atom_skip; None: all)."""
         accP, accdP = self._score_gemms(mm, q_stage, do_stage, do_dk, atoms)
         lse2 = self._row_vec_part(mm, mm.sLSE2, q_stage) if vecs is None else vecs[0]
