@@ -474,8 +474,10 @@ class BwdMainKernel:
                 step_gemms()
             elif live[1]:
                 step_gemms((1,))
-            else:  # (no live atom: atom 0 is computed, the mask zeroes it)
+            elif live[0]:
                 step_gemms((0,))
+            else:  # 32-row query tiles: at a narrow walk's ends some warps see none of their keys (dS^T stays 0)
+                step_gemms(())
         else:
             step_gemms()
 

@@ -131,8 +131,9 @@ class TileConfig:
     # a warp skips the work of an MMA atom (16 key rows) none of whose keys the step's query tile sees: its S^T,
     # dP^T, dV and dK MMAs, A reads, probabilities and dS^T (left exact zeros, as the mask makes them anyway).
     # bwd_main's step with 32 rows per warp (two atoms, 64 keys apart: under a narrow band the edges of a KV tile's
-    # walk see one of a warp's two, so every warp's step there is about half as long), or the lagged step with 16
-    # (a warp no row sees runs no GEMM). The narrow-band sets only (_NARROW_CHANGES)
+    # walk see one of a warp's two, so every warp's step there is about half as long, and with 32-row query tiles
+    # some warps see neither and run no GEMM), or the lagged step with 16 (a warp no row sees runs no GEMM). The
+    # narrow-band sets only (_NARROW_CHANGES)
     atom_skip: bool = False
     # the dQ GEMM leaves out the k-blocks of a KV tile's half (64 keys) none of whose keys the step sees (their dS
     # are zeros): the narrow-band sets where it measured faster (_NARROW_CHANGES)
@@ -294,11 +295,16 @@ _ORDERED_CHANGES = {
 # 0.203 -> 0.190; on a 256-token window gpt-oss 0.602 -> 0.583, on 512 GQA d80 0.588 -> 0.567. Not taken: d32
 # (atom_skip 1.00x: its 64-row query tiles leave few atoms unseen; dq_skip_halves 1.02x), d128 (atom_skip alone
 # 0.444 -> 0.420, MHA 0.286 -> 0.270; dq_skip_halves slower there: atom_skip alone, except in fp16 on sm_120a,
-# where it spills 32 bytes: _NARROW_TARGET_CHANGES).
+# where it spills 32 bytes: _NARROW_TARGET_CHANGES). Twenty-eighth session: bwd_main's step (d48, d64: 32-row query
+# tiles) traces a fourth path for a warp that sees none of its two atoms (at a narrow walk's two first and two last
+# steps, two warps of four), which skips the step's GEMMs whole; that freed d64's registers for the difference
+# mask (without the path it spilled 8 bytes on sm_90a; fp16 there still does: _NARROW_TARGET_CHANGES). Same method,
+# ms: gpt-oss 2,64,8 d64 0.423 -> 0.404 (the path alone 0.415, the mask alone 0.413), MHA d64 0.139 -> 0.136, GQA
+# 2,32,8 d48 0.187 -> 0.184.
 _HEADS_OUTER_DIFF_MASK = {"diff_mask": True, "heads_outer": True}
 _SKIP_UNSEEN = {"atom_skip": True, "dq_skip_halves": True}
-_NARROW_CHANGES = ({32: _HEADS_OUTER_DIFF_MASK} | {d: _HEADS_OUTER_DIFF_MASK | _SKIP_UNSEEN for d in (48, 80, 96)}
-                   | {64: {"heads_outer": True} | _SKIP_UNSEEN, 128: {"heads_outer": True, "atom_skip": True}})
+_NARROW_CHANGES = ({32: _HEADS_OUTER_DIFF_MASK} | {d: _HEADS_OUTER_DIFF_MASK | _SKIP_UNSEEN for d in (48, 64, 80, 96)}
+                   | {128: {"heads_outer": True, "atom_skip": True}})
 
 
 def narrow_pads() -> tuple[int, ...]:
@@ -430,8 +436,10 @@ def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False, narrow:
 _TARGET_CHANGES = {("sm_90a", "float16", 128): {"q_stages": 2, "do_stages": 2},
                    ("sm_90a", "float16", 160): {"do_stages": 1}}
 # The same for a narrow-band set: d128's atom_skip spills 32 bytes in fp16 on sm_120a (ptxas levels 5-7; bf16 there,
-# and both dtypes on sm_90a, do not), so that set runs without it.
-_NARROW_TARGET_CHANGES = {("sm_120a", "float16", 128): {"atom_skip": False}}
+# and both dtypes on sm_90a, do not), so that set runs without it; d64's difference mask spills 8 bytes in fp16 on
+# sm_90a (the other three targets do not), so that one runs without the mask.
+_NARROW_TARGET_CHANGES = {("sm_120a", "float16", 128): {"atom_skip": False},
+                          ("sm_90a", "float16", 64): {"diff_mask": False}}
 
 
 def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str, dq_gemm: bool = False,
