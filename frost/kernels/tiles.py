@@ -296,8 +296,8 @@ _ORDERED_CHANGES = {
 # (atom_skip 1.00x: its 64-row query tiles leave few atoms unseen; dq_skip_halves 1.02x), d128 (atom_skip alone
 # 0.444 -> 0.420, MHA 0.286 -> 0.270; dq_skip_halves slower there: atom_skip alone, except in fp16 on sm_120a,
 # where it spills 32 bytes: _NARROW_TARGET_CHANGES). Twenty-eighth session: bwd_main's step (d48, d64: 32-row query
-# tiles) traces a fourth path for a warp that sees none of its two atoms (at a narrow walk's two first and two last
-# steps, two warps of four), which skips the step's GEMMs whole; that freed d64's registers for the difference
+# tiles) traces a fourth path for a warp that sees none of its two atoms (under a 128-token window, two warps of four
+# at a walk's first and last steps), which skips the step's GEMMs whole; that freed d64's registers for the difference
 # mask (without the path it spilled 8 bytes on sm_90a; fp16 there still does: _NARROW_TARGET_CHANGES). Same method,
 # ms: gpt-oss 2,64,8 d64 0.423 -> 0.404 (the path alone 0.415, the mask alone 0.413), MHA d64 0.139 -> 0.136, GQA
 # 2,32,8 d48 0.187 -> 0.184.
