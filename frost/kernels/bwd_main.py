@@ -597,10 +597,9 @@ class BwdMainKernel:
         seen = None
         if cutlass.const_expr(self.ordered):  # issued before the GEMM that hides its latency
             seen = dq_order_peek(sem_row, sem_index, rank)
-        halves = self._live_key_halves(mask, walk.n_block, m_block) if cutlass.const_expr(
-            self.tile.dq_skip_halves) else None
+        k_path = self._dq_k_path(mask, walk.n_block, m_block) if cutlass.const_expr(self.tile.dq_skip_parts) else None
         for c in cutlass.range_constexpr(self.D // chunk):
-            accdQ = self._dq_chunk_gemm(mm, sdS, c, halves)
+            accdQ = self._dq_chunk_gemm(mm, sdS, c, k_path)
             if cutlass.const_expr(c == 0):  # the first GEMM overlaps the wait
                 dq_order_wait(sem_row, sem_index, rank, walk.ordered, seen)
             if cutlass.const_expr(c == self.D // chunk - 1):
@@ -640,31 +639,45 @@ class BwdMainKernel:
         return cute.local_tile(ld.qdQacc[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
 
     @cute.jit
-    def _dq_chunk_gemm(self, mm, sdS, c: cutlass.Constexpr, halves=None):
+    def _dq_chunk_gemm(self, mm, sdS, c: cutlass.Constexpr, k_path=None):
         """Chunk ``c`` of the step's dQ = dS . K (fp32 registers), dS read through ``sdS`` (mm.cAq's partition);
-        ``halves``: _live_key_halves (a dead half's k-blocks are skipped: its dS are zeros), None for all keys."""
+        ``k_path``: _dq_k_path (the k-blocks of the parts it leaves out are skipped: their dS are zeros), None for
+        all keys."""
         chunk = self.tile.dq_chunk
         accdQ = cute.make_rmem_tensor(mm.thr_dq.partition_shape_C((self.M, chunk)), Float32)
         accdQ.fill(0.0)
         kt = mm.cBq.partition_S(cute.local_tile(mm.sKt, (chunk, self.N), (c, 0)))
         operands = (mm.dq, accdQ, mm.cAq, sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
-        if cutlass.const_expr(halves is None):
+        if cutlass.const_expr(k_path is None):
             cu.gemm_ss(*operands)
         else:
-            k_half = self.N // 32  # k-blocks of 16 keys in half the tile
-            if halves[0] & halves[1]:
-                cu.gemm_ss(*operands)
-            elif halves[1]:
-                cu.gemm_ss(*operands, k_blocks=range(k_half, 2 * k_half))
-            else:
-                cu.gemm_ss(*operands, k_blocks=range(k_half))
+            paths = self._dq_k_paths()
+            for path in cutlass.range_constexpr(len(paths)):
+                if k_path == path:
+                    cu.gemm_ss(*operands, k_blocks=paths[path])
         return accdQ
 
+    def _dq_k_paths(self) -> list[range]:
+        """The dQ GEMM's traced k-block ranges under TileConfig.dq_skip_parts = P: path p < P takes parts [0, p],
+        path P - 1 + lo (lo >= 1) parts [lo, P - 1]; path P - 1 is every part."""
+        parts, per_part = self.tile.dq_skip_parts, self.N // 16 // self.tile.dq_skip_parts
+        return ([range((p + 1) * per_part) for p in range(parts)]
+                + [range(lo * per_part, parts * per_part) for lo in range(1, parts)])
+
     @cute.jit
-    def _live_key_halves(self, mask, n_block, m_block):
-        """Whether the step's query tile sees a key of the KV tile's lower / upper half (CTA-uniform)."""
-        half = self.N // 2
-        return tuple(mask.block_sees(m_block * self.M, self.M, n_block * self.N + h * half, half) for h in (0, 1))
+    def _dq_k_path(self, mask, n_block, m_block) -> Int32:
+        """CTA-uniform: the _dq_k_paths index whose parts hold every key of the KV tile the step's query tile sees
+        (the parts from the first, when that is part 0, to the last; else from the first to the end). When it sees
+        none, every dS is zero and any path is right."""
+        parts, part_keys = self.tile.dq_skip_parts, self.N // self.tile.dq_skip_parts
+        key0 = n_block * self.N
+        lo, hi = mask.key_span(m_block * self.M, self.M, key0, self.N)
+        lo_part = cutlass.min(cutlass.max(lo - key0, 0), self.N - 1) // part_keys
+        hi_part = cutlass.min(cutlass.max(hi - key0, 0), self.N - 1) // part_keys
+        path = parts - 1 + lo_part
+        if lo_part == 0:
+            path = hi_part
+        return path
 
     def _dq_semaphore(self, ld, head, m_block):
         """(this batch's semaphore row of ``head``, index of query tile ``m_block``'s first semaphore): what

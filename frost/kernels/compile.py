@@ -113,7 +113,7 @@ def tile_key(t: TileConfig) -> str:
             f":k{int(t.k_in_regs)}:q{int(t.dq_direct)}:m{int(t.diff_mask)}:t{int(t.release_at_top)}"
             f":l{int(t.dq_lag)}{int(t.dq_lag_mbar)}:v{int(t.dq_red_v4)}"
             f":r{int(t.release_late)}{int(t.release_rotate)}:h{int(t.heads_outer)}"
-            f":a{int(t.atom_skip)}{int(t.dq_skip_halves)}")
+            f":a{int(t.atom_skip)}{t.dq_skip_parts}")
 
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)

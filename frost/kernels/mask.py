@@ -169,13 +169,19 @@ class AttentionMask:
         return ((key0 + n_block_size > self.seqlen_kv) | (key0 + n_block_size - 1 > row0 + self.right_offset)
                 | (key0 < row0 + m_block_size - 1 + self.left_offset))
 
-    @cute.jit
-    def block_sees(self, row0: Int32, rows: cutlass.Constexpr, key0: Int32, keys: cutlass.Constexpr) -> cutlass.Boolean:
-        """Whether some row of [row0, row0 + rows) sees some key of [key0, key0 + keys): the band's keys of those
-        rows, [row0 + left_offset, row0 + rows - 1 + right_offset], meet the block's keys below seqlen_kv (rows
-        past seqlen_q count as seeing: their probabilities are 0 anyway)."""
+    def key_span(self, row0: Int32, rows: int, key0: Int32, keys: int):
+        """(lo, hi): the keys of [key0, key0 + keys) below seqlen_kv that some row of [row0, row0 + rows) sees lie
+        in [lo, hi], the band's keys of those rows being [row0 + left_offset, row0 + rows - 1 + right_offset];
+        lo > hi when none does (rows past seqlen_q count as seeing: their probabilities are 0 anyway). Plain Python,
+        traced inline (and evaluated on ints by the CPU tests)."""
         lo = cutlass.max(key0, row0 + self.left_offset)
         hi = cutlass.min(cutlass.min(key0 + keys, self.seqlen_kv) - 1, row0 + rows - 1 + self.right_offset)
+        return lo, hi
+
+    @cute.jit
+    def block_sees(self, row0: Int32, rows: cutlass.Constexpr, key0: Int32, keys: cutlass.Constexpr) -> cutlass.Boolean:
+        """Whether some row of [row0, row0 + rows) sees some key of [key0, key0 + keys) (key_span not empty)."""
+        lo, hi = self.key_span(row0, rows, key0, keys)
         return lo <= hi
 
     @cute.jit

@@ -135,9 +135,10 @@ class TileConfig:
     # some warps see neither and run no GEMM), or the lagged step with 16 (a warp no row sees runs no GEMM). The
     # narrow-band sets only (_NARROW_CHANGES)
     atom_skip: bool = False
-    # the dQ GEMM leaves out the k-blocks of a KV tile's half (64 keys) none of whose keys the step sees (their dS
-    # are zeros): the narrow-band sets where it measured faster (_NARROW_CHANGES)
-    dq_skip_halves: bool = False
+    # the dQ GEMM (keys as its k) splits the KV tile into this many parts (0: none) and leaves out the parts below
+    # the first or above the last that the step sees (their dS are zeros): the narrow-band sets where it measured
+    # faster (_NARROW_CHANGES)
+    dq_skip_parts: int = 0
 
     @property
     def dv_pad(self) -> int:
@@ -215,7 +216,9 @@ class TileConfig:
         assert self.rows_per_warp in (16, 32) and self.n_block % self.rows_per_warp == 0
         assert not self.atom_skip or (not self.warp_grid and (self.rows_per_warp == 32) != self.dq_lag), \
             "atom_skip: bwd_main's step with two atoms per warp, or the lagged step with one"
-        assert not self.dq_skip_halves or not self.warp_grid, "dq_skip_halves: the rows kernels' dQ GEMM"
+        assert not self.dq_skip_parts or not self.warp_grid, "dq_skip_parts: the rows kernels' dQ GEMM"
+        assert self.dq_skip_parts in (0, 2, 4) and self.n_block % (16 * max(self.dq_skip_parts, 1)) == 0, \
+            "dq_skip_parts: 0, 2 or 4 parts of whole 16-key k-blocks"
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (self.dq_col_step * wd) == 0
         # a dQ chunk must not start inside a swizzle atom of the K tile (swizzle_atom_cols): a 32-wide
@@ -288,23 +291,29 @@ _ORDERED_CHANGES = {
 # 2,16,16 d32 0.087 -> 0.086 -> 0.083, d48 0.127 -> 0.125 -> 0.120, d80 0.209 -> 0.206 -> 0.203; d80 on a
 # 512-token window (its widest ordered band) GQA 0.619 -> 0.597, MHA 0.354 -> 0.345. No spills at ptxas level 5
 # (d80 takes level 6: compile.NARROW_PTXAS).
-# Skipping what a step cannot see (TileConfig.atom_skip, dq_skip_halves; twenty-seventh session, same method, served
+# Skipping what a step cannot see (TileConfig.atom_skip, dq_skip_parts 2; twenty-seventh session, same method, served
 # -> both, ms, 128-token window + sink): gpt-oss 2,64,8 d64 0.443 -> 0.423 (without the difference mask, which with
 # them spills 8 bytes on sm_90a; with it 0.413), MHA d64 0.144 -> 0.140, GQA 2,32,8 d48 0.196 -> 0.186, MHA d48
 # 0.120 -> 0.117, GQA d96 0.382 -> 0.356 (atom_skip alone 0.361), GQA d80 0.296 -> 0.268 (alone 0.271), MHA d80
 # 0.203 -> 0.190; on a 256-token window gpt-oss 0.602 -> 0.583, on 512 GQA d80 0.588 -> 0.567. Not taken: d32
-# (atom_skip 1.00x: its 64-row query tiles leave few atoms unseen; dq_skip_halves 1.02x), d128 (atom_skip alone
-# 0.444 -> 0.420, MHA 0.286 -> 0.270; dq_skip_halves slower there: atom_skip alone, except in fp16 on sm_120a,
+# (atom_skip 1.00x: its 64-row query tiles leave few atoms unseen; the dQ halves 1.02x), d128 (atom_skip alone
+# 0.444 -> 0.420, MHA 0.286 -> 0.270; the dQ halves slower there: atom_skip alone, except in fp16 on sm_120a,
 # where it spills 32 bytes: _NARROW_TARGET_CHANGES). Twenty-eighth session: bwd_main's step (d48, d64: 32-row query
 # tiles) traces a fourth path for a warp that sees none of its two atoms (under a 128-token window, two warps of four
 # at a walk's first and last steps), which skips the step's GEMMs whole; that freed d64's registers for the difference
 # mask (without the path it spilled 8 bytes on sm_90a; fp16 there still does: _NARROW_TARGET_CHANGES). Same method,
 # ms: gpt-oss 2,64,8 d64 0.423 -> 0.404 (the path alone 0.415, the mask alone 0.413), MHA d64 0.139 -> 0.136, GQA
-# 2,32,8 d48 0.187 -> 0.184.
+# 2,32,8 d48 0.187 -> 0.184. Twenty-ninth session: the dQ GEMM skips quarters of the KV tile (32 keys) instead of
+# halves (TileConfig.dq_skip_parts 4; 2 before), same method, ms, served -> quarters: GQA 2,32,8 d96 0.353 / 0.352
+# -> 0.340 / 0.339, MHA d96 0.228 -> 0.223; d128, which skipped no dQ part (halves spill 32 bytes on sm_120a, quarters
+# do not), GQA 0.421 / 0.420 -> 0.411 / 0.409 (L 256: 0.593 -> 0.582), MHA 0.270 -> 0.265 (L 256: 0.357 -> 0.353).
+# Not taken: d48 and d64 (within 0.4 %: gpt-oss 0.402 / 0.403 -> 0.402 / 0.401, L 256 0.566 / 0.567 -> 0.567 /
+# 0.564), d80 (0.5 % slower).
 _HEADS_OUTER_DIFF_MASK = {"diff_mask": True, "heads_outer": True}
-_SKIP_UNSEEN = {"atom_skip": True, "dq_skip_halves": True}
-_NARROW_CHANGES = ({32: _HEADS_OUTER_DIFF_MASK} | {d: _HEADS_OUTER_DIFF_MASK | _SKIP_UNSEEN for d in (48, 64, 80, 96)}
-                   | {128: {"heads_outer": True, "atom_skip": True}})
+_SKIP_HALVES = {"atom_skip": True, "dq_skip_parts": 2}
+_SKIP_QUARTERS = {"atom_skip": True, "dq_skip_parts": 4}
+_NARROW_CHANGES = ({32: _HEADS_OUTER_DIFF_MASK} | {d: _HEADS_OUTER_DIFF_MASK | _SKIP_HALVES for d in (48, 64, 80)}
+                   | {96: _HEADS_OUTER_DIFF_MASK | _SKIP_QUARTERS, 128: {"heads_outer": True, **_SKIP_QUARTERS}})
 
 
 def narrow_pads() -> tuple[int, ...]:

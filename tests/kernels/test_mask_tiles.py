@@ -189,8 +189,8 @@ def test_dq_gemm_block_order_deals_the_longest_walks_out_first(left, right, bott
 @pytest.mark.parametrize("case", list(_cases(60, seed=11)),
                          ids=lambda c: "sq{}_skv{}_L{}_R{}_br{}_n{}m{}".format(*c[:5], *c[5]))
 def test_a_skipped_key_block_holds_no_visible_pair(case):
-    """TileConfig.atom_skip / dq_skip_halves leave out the work of a block of keys (16 for a warp's MMA atom, 64 for
-    half a KV tile) when ``block_sees`` says no row of the step sees it: that must never drop a visible pair. Rows
+    """TileConfig.atom_skip / dq_skip_parts leave out the work of a block of keys (16 for a warp's MMA atom, 32 or 64
+    for a part of a KV tile) when ``block_sees`` says no row of the step sees it: that must never drop a visible pair. Rows
     past sq count as seeing their band (their probabilities are 0 anyway), so the answer is exactly whether the
     band of the step's rows meets the block's keys below skv."""
     sq, skv, left, right, br, (n_size, m_size) = case
@@ -199,7 +199,7 @@ def test_a_skipped_key_block_holds_no_visible_pair(case):
     diag = skv - sq if br else 0
     lo = -float("inf") if left is None else diag - left
     hi = float("inf") if right is None else diag + right
-    for keys in (16, 64):
+    for keys in (16, 32, 64):
         for key0 in range(0, -(-skv // n_size) * n_size, keys):
             for m in range(-(-sq // m_size)):
                 rows = range(m * m_size, (m + 1) * m_size)
@@ -208,3 +208,42 @@ def test_a_skipped_key_block_holds_no_visible_pair(case):
                 if not in_band:
                     assert not any(_visible(sq, skv, left, right, br, i, j) for i in rows
                                    for j in range(key0, key0 + keys))
+
+
+_BWD_MAIN = _fresh_copy("frost.kernels.bwd_main")
+
+
+@pytest.mark.parametrize("case", list(_cases(60, seed=13)),
+                         ids=lambda c: "sq{}_skv{}_L{}_R{}_br{}_n{}m{}".format(*c[:5], *c[5]))
+def test_the_dq_gemm_takes_every_key_part_a_step_sees(case):
+    """TileConfig.dq_skip_parts = P: a step's dQ GEMM runs the k-blocks of the path ``_dq_k_path`` picks among
+    ``_dq_k_paths``. Every key the step's rows see must lie in them (a key left out loses its dS . K), and the
+    path must be the tight one: from part 0 to the last part seen, or from the first part seen to the end."""
+    from types import SimpleNamespace
+
+    sq, skv, left, right, br, (n_size, m_size) = case
+    mask = _mask(sq, skv, left, right, br)
+    diag = skv - sq if br else 0
+    lo = -float("inf") if left is None else diag - left
+    hi = float("inf") if right is None else diag + right
+    kernel = _BWD_MAIN.BwdMainKernel
+    for parts in (2, 4):
+        fake = SimpleNamespace(N=n_size, M=m_size, tile=SimpleNamespace(dq_skip_parts=parts))
+        paths = kernel._dq_k_paths(fake)
+        part_blocks = n_size // 16 // parts
+        assert len(paths) == 2 * parts - 1 and paths[parts - 1] == range(n_size // 16)
+        for n in range(-(-skv // n_size)):
+            for m in range(-(-sq // m_size)):
+                rows, keys = range(m * m_size, (m + 1) * m_size), range(n * n_size, (n + 1) * n_size)
+                seen = [j - n * n_size for j in keys if any(_visible(sq, skv, left, right, br, i, j) for i in rows)]
+                # the band's reach, rows past sq included (key_span counts them as seeing)
+                reach = [j - n * n_size for j in keys if j < skv and any(lo <= j - i <= hi for i in rows)]
+                if not reach:
+                    continue
+                taken = paths[kernel._dq_k_path.__wrapped__(fake, mask, n, m)]
+                first, last = reach[0] // 16 // part_blocks, reach[-1] // 16 // part_blocks
+                assert all(j // 16 in taken for j in seen), (n, m, taken)
+                if first == 0:
+                    assert taken == range((last + 1) * part_blocks), (n, m, taken)
+                else:
+                    assert taken == range(first * part_blocks, parts * part_blocks), (n, m, taken)

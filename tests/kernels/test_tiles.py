@@ -128,7 +128,7 @@ def test_only_the_lagged_step_places_its_release():
 
 def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
     """atom_skip traces a step per set of live MMA atoms: bwd_main's step with two atoms per warp (32 rows) or the
-    lagged step with one (16); the grid kernel has neither, nor the dQ GEMM dq_skip_halves trims. The narrow-band
+    lagged step with one (16); the grid kernel has neither, nor the dQ GEMM dq_skip_parts trims. The narrow-band
     sets take them where measured faster (d48-d128), the atomic and ordered sets never."""
     from frost.kernels.tiles import _TABLE, TileConfig, narrow_pads, tile_for_pads, tile_for_set
 
@@ -139,8 +139,10 @@ def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
         bad.check()
         with pytest.raises(AssertionError, match="atom_skip"):
             replace(bad, atom_skip=True).check()
-    with pytest.raises(AssertionError, match="dq_skip_halves"):
-        replace(_TABLE[192], dq_skip_halves=True).check()
+    for bad, parts in ((_TABLE[192], 2), (_TABLE[64], 3), (_TABLE[64], 8), (_TABLE[160], 8)):
+        with pytest.raises(AssertionError, match="dq_skip_parts"):
+            replace(bad, dq_skip_parts=parts).check()
+    replace(_TABLE[160], dq_skip_parts=4).check()  # 64-key tiles: one k-block a part
     skipping = []
     for d in narrow_pads():
         tile = tile_for_set(tile_for_pads(d), True, narrow=True)
@@ -148,8 +150,10 @@ def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
         if tile.atom_skip:
             skipping.append(d)
         for plain in (tile_for_set(tile_for_pads(d), o) for o in (False, True)):
-            assert not (plain.atom_skip or plain.dq_skip_halves), (d, plain)
+            assert not (plain.atom_skip or plain.dq_skip_parts), (d, plain)
     assert skipping == [48, 64, 80, 96, 128]
+    parts = [tile_for_set(tile_for_pads(d), True, narrow=True).dq_skip_parts for d in narrow_pads()]
+    assert parts == [0, 2, 2, 2, 4, 4]  # d32 none; halves at d48-d80, quarters at d96/d128 (measured faster there)
     from frost.kernels.compile import KernelKey  # the targets where a narrow set's change spills run without it
 
     def per_target(d, field):
