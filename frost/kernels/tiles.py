@@ -308,7 +308,7 @@ _ORDERED_CHANGES = {
 # -> 0.340 / 0.339, MHA d96 0.228 -> 0.223; d128, which skipped no dQ part (halves spill 32 bytes on sm_120a, quarters
 # do not), GQA 0.421 / 0.420 -> 0.411 / 0.409 (L 256: 0.593 -> 0.582), MHA 0.270 -> 0.265 (L 256: 0.357 -> 0.353).
 # Not taken: d48 and d64 (within 0.4 %: gpt-oss 0.402 / 0.403 -> 0.402 / 0.401, L 256 0.566 / 0.567 -> 0.567 /
-# 0.564), d80 (0.5 % slower).
+# 0.564), d80 (0.5 % slower); nor on the atomic d96/d128 sets (causal and full, 3-7 % slower: docs/performance.md).
 _HEADS_OUTER_DIFF_MASK = {"diff_mask": True, "heads_outer": True}
 _SKIP_HALVES = {"atom_skip": True, "dq_skip_parts": 2}
 _SKIP_QUARTERS = {"atom_skip": True, "dq_skip_parts": 4}
