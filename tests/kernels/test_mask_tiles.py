@@ -48,11 +48,16 @@ def _mask(sq, skv, left, right, bottom_right):
                                  NO_BOUND if right is None else right, flags)
 
 
-def _visible(sq, skv, left, right, bottom_right, i, j):
+def _in_band(sq, skv, left, right, bottom_right, i, j):
+    """Whether key j < skv lies in query row i's band, for any row i (rows past sq included)."""
     diag = skv - sq if bottom_right else 0
     lo = -float("inf") if left is None else diag - left
     hi = float("inf") if right is None else diag + right
-    return i < sq and j < skv and lo <= j - i <= hi
+    return j < skv and lo <= j - i <= hi
+
+
+def _visible(sq, skv, left, right, bottom_right, i, j):
+    return i < sq and _in_band(sq, skv, left, right, bottom_right, i, j)
 
 
 def _near_tiles(rng, lo, hi):
@@ -189,21 +194,18 @@ def test_dq_gemm_block_order_deals_the_longest_walks_out_first(left, right, bott
 @pytest.mark.parametrize("case", list(_cases(60, seed=11)),
                          ids=lambda c: "sq{}_skv{}_L{}_R{}_br{}_n{}m{}".format(*c[:5], *c[5]))
 def test_a_skipped_key_block_holds_no_visible_pair(case):
-    """TileConfig.atom_skip / dq_skip_parts leave out the work of a block of keys (16 for a warp's MMA atom, 32 or 64
-    for a part of a KV tile) when ``block_sees`` says no row of the step sees it: that must never drop a visible pair. Rows
-    past sq count as seeing their band (their probabilities are 0 anyway), so the answer is exactly whether the
-    band of the step's rows meets the block's keys below skv."""
+    """TileConfig.atom_skip / dq_skip_parts leave out the work of a block of keys (16 for a warp's MMA atom, 32 or
+    64 for a part of a KV tile) when ``block_sees`` says no row of the step sees it: that must never drop a visible
+    pair. Rows past sq count as seeing their band (their probabilities are 0 anyway), so the answer is exactly
+    whether the band of the step's rows meets the block's keys below skv."""
     sq, skv, left, right, br, (n_size, m_size) = case
     mask = _mask(sq, skv, left, right, br)
     block_sees = AttentionMask.block_sees.__wrapped__
-    diag = skv - sq if br else 0
-    lo = -float("inf") if left is None else diag - left
-    hi = float("inf") if right is None else diag + right
     for keys in (16, 32, 64):
         for key0 in range(0, -(-skv // n_size) * n_size, keys):
             for m in range(-(-sq // m_size)):
                 rows = range(m * m_size, (m + 1) * m_size)
-                in_band = any(j < skv and lo <= j - i <= hi for i in rows for j in range(key0, key0 + keys))
+                in_band = any(_in_band(sq, skv, left, right, br, i, j) for i in rows for j in range(key0, key0 + keys))
                 assert bool(block_sees(mask, m * m_size, m_size, key0, keys)) == in_band, (key0, keys, m)
                 if not in_band:
                     assert not any(_visible(sq, skv, left, right, br, i, j) for i in rows
@@ -223,9 +225,6 @@ def test_the_dq_gemm_takes_every_key_part_a_step_sees(case):
 
     sq, skv, left, right, br, (n_size, m_size) = case
     mask = _mask(sq, skv, left, right, br)
-    diag = skv - sq if br else 0
-    lo = -float("inf") if left is None else diag - left
-    hi = float("inf") if right is None else diag + right
     kernel = _BWD_MAIN.BwdMainKernel
     for parts in (2, 4):
         fake = SimpleNamespace(N=n_size, M=m_size, tile=SimpleNamespace(dq_skip_parts=parts))
@@ -237,7 +236,7 @@ def test_the_dq_gemm_takes_every_key_part_a_step_sees(case):
                 rows, keys = range(m * m_size, (m + 1) * m_size), range(n * n_size, (n + 1) * n_size)
                 seen = [j - n * n_size for j in keys if any(_visible(sq, skv, left, right, br, i, j) for i in rows)]
                 # the band's reach, rows past sq included (key_span counts them as seeing)
-                reach = [j - n * n_size for j in keys if j < skv and any(lo <= j - i <= hi for i in rows)]
+                reach = [j - n * n_size for j in keys if any(_in_band(sq, skv, left, right, br, i, j) for i in rows)]
                 if not reach:
                     continue
                 taken = paths[kernel._dq_k_path.__wrapped__(fake, mask, n, m)]
