@@ -29,6 +29,7 @@ class Capability:
     deterministic: bool = True
     needs_head_dim_contiguous: bool = False
     needs_16b_strides: bool = False
+    needs_32bit_seq_strides: bool = False    # q's and do's sequence strides below extract.SEQ_STRIDE_LIMIT
     max_smem_bytes: int | None = None
     max_seq: int | None = None               # longest seq_q / seq_kv (None: no limit)
     max_acc_elements: int | None = None      # per-head fp32 dQ accumulator elements, see max_seq_q
@@ -49,7 +50,7 @@ CUTE_SM120 = Capability(
     head_dim=HeadDims(multiple_of=8, max=256, pads=(32, 48, 64, 80, 96, 128, 160, 192, 256)),
     masks=("none", "causal", "band"), alignments=("top_left", "bottom_right"),
     gqa=True, padding=True, sink=True, dlse=True, deterministic=True,
-    needs_head_dim_contiguous=True, needs_16b_strides=True, max_smem_bytes=99 * 1024,
+    needs_head_dim_contiguous=True, needs_16b_strides=True, needs_32bit_seq_strides=True, max_smem_bytes=99 * 1024,
     # the kernels' mask arithmetic is 32-bit (offsets up to ~2^29), and so are the offsets into one head's fp32
     # dQ accumulator (seq_q rounded up to 128 rows x head dim padded as the kernels pad it: acc_cols)
     max_seq=1 << 28, max_acc_elements=(1 << 31) - 1,

@@ -11,6 +11,7 @@ from typing import Callable, Union
 from pydantic import BaseModel, ConfigDict
 
 from frost.analyzer.capability import Capability, max_seq_q
+from frost.analyzer.extract import SEQ_STRIDE_LIMIT
 from frost.analyzer.facts import Facts
 from frost.analyzer.targets import ANY_CUDA, serves_target
 
@@ -123,6 +124,9 @@ RULES: tuple[Rule, ...] = (
                       "every io stride other than the head dim's a multiple of 16 bytes "
                       "(8 fp16/bf16 elements; pad the head dim or the row)",
                       "some io stride is not a multiple of 16 bytes (vectorised / TMA loads need it)"),
+    _requirement_rule("seq_stride_max", "seq_strides_32bit", "needs_32bit_seq_strides",
+                      f"q's and do's sequence strides below {SEQ_STRIDE_LIMIT} elements",
+                      "q's or do's sequence stride is too large (the kernels address a query tile's rows in 32 bits)"),
 )
 
 CODES: tuple[str, ...] = tuple(dict.fromkeys(r.code for r in RULES))

@@ -15,6 +15,9 @@ from frost.ir.tensors import TensorSpec, contiguous_strides, layout_strides
 
 LAYOUTS = ("bshd", "bhsd")      # preference order when a tensor fits several (extent-1 dims make strides ambiguous)
 INT32_SPAN = 2**31
+# q's and do's sequence strides below this many elements: cute_sm120 addresses a query tile's rows (up to 128) with
+# 32-bit offsets (kernels.api.MAX_SEQ_STRIDE; a test keeps them equal)
+SEQ_STRIDE_LIMIT = 2**24
 
 
 @dataclass(frozen=True)
@@ -77,4 +80,6 @@ def facts_for(graph, op: SdpaBackwardOp | str) -> Facts:
         strides_16b_aligned=all(m.strides_16b_aligned for m in mems),
         lse_contiguous=lse.shape[2] == 1 or lse.effective_strides[2] == 1,
         needs_int64_offsets=any(m.span >= INT32_SPAN for m in mems),
+        seq_strides_32bit=all(t.shape[2] <= 1 or t.effective_strides[2] < SEQ_STRIDE_LIMIT
+                              for t in (q, ts[ins.do])),
     )

@@ -39,3 +39,4 @@ class Facts(BaseModel):
     strides_16b_aligned: bool       # every non-unit io stride is a multiple of 16 bytes
     lse_contiguous: bool            # lse has stride 1 along S
     needs_int64_offsets: bool       # some io tensor spans >= 2**31 elements
+    seq_strides_32bit: bool         # q's and do's sequence strides are below SEQ_STRIDE_LIMIT elements

@@ -9,10 +9,10 @@
         deterministic=False)
 
 Tensors are logical BHSD (often transposed views of BSHD memory) with the head dim contiguous; every other stride
-a multiple of 8 elements and every base 16-byte aligned. K/V (and dK/dV) have Hkv heads, Hq a multiple of Hkv
-(GQA/MQA: query head h reads kv head h // (Hq / Hkv); dK/dV are summed over the group in fp32 in head order,
-in registers -- no partials). Optional runtime features (none changes the compiled code, except that ordered dQ
-runs on a kernel set of its own, see ``deterministic``):
+a multiple of 8 elements (Q's and dO's sequence stride below MAX_SEQ_STRIDE) and every base 16-byte aligned. K/V
+(and dK/dV) have Hkv heads, Hq a multiple of Hkv (GQA/MQA: query head h reads kv head h // (Hq / Hkv); dK/dV are
+summed over the group in fp32 in head order, in registers -- no partials). Optional runtime features (none
+changes the compiled code, except that ordered dQ runs on a kernel set of its own, see ``deterministic``):
 
 - ``seq_len_q`` / ``seq_len_kv``: int32 (B,) device tensors of per-batch lengths (values in [0, Sq] / [0, Skv];
   checked only with ``check_lengths=True``, which synchronizes); padded rows of dQ/dK/dV come out exact zeros.
@@ -163,6 +163,7 @@ def round_up16(n: int) -> int:
     return -(-n // 16) * 16
 
 
+MAX_SEQ_STRIDE = 1 << 24  # elements: a query tile's rows (up to 128) are addressed with 32-bit offsets
 MAX_BOUND_LAUNCHES = 32  # problems (sizes, scale, band, features) a CompiledBackward keeps a bound Launch for
 
 
@@ -251,6 +252,9 @@ class CompiledBackward:
             if t.numel() and (t.stride(3) != 1 or any(s % 8 for s in t.stride()[:3]) or t.data_ptr() % 16):
                 raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides "
                                   "multiples of 8 elements, and a 16-byte aligned base address")
+            if name in ("q", "do") and t.stride(2) >= MAX_SEQ_STRIDE:
+                raise TensorError(f"{name}.stride", t.stride(), f"a sequence stride (dim 2) below {MAX_SEQ_STRIDE} "
+                                  "elements (the kernels address a query tile's rows in 32 bits)")
         if tuple(lse.shape) != (batch, heads, seq_q) or lse.dtype != torch.float32 or lse.device != q.device:
             raise TensorError("lse", f"{lse.dtype} {tuple(lse.shape)} on {lse.device}",
                               f"torch.float32 {(batch, heads, seq_q)} on {q.device}")

@@ -194,9 +194,10 @@ class BwdMainKernel:
         """A pass's first loads: K (first pass only: it stays), V (passes with dK), the first Q and dO."""
         kv_apart, do_apart = self._commit_groups(do_dk)
         if cutlass.const_expr(first):
-            cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim)
+            cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim, self.tile.async_zfill)
         if cutlass.const_expr(do_dk):
-            cu.load_tile_zfill(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
+            cu.load_tile_zfill(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v,
+                               self.tile.async_zfill)
         if cutlass.const_expr(kv_apart):
             cute.arch.cp_async_commit_group()
         if walk.n_iter > 0:
@@ -309,6 +310,7 @@ class BwdMainKernel:
         vec_atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
         vec_copy = cute.make_tiled_copy_tv(vec_atom, cute.make_layout(self.M // 4), cute.make_layout(4))
         vthr = vec_copy.get_slice(tidx % (self.M // 4))
+        lean = self._lean_bases(q_side) if cutlass.const_expr(self.tile.lean_refill) else {}
         return SimpleNamespace(
             copy=copy, copy_v=copy_v, copy_q=copy_q, thr_q=thr_q, copy_do=copy_do, thr_do=thr_do,
             vec_copy=vec_copy, vthr=vthr, tidx=tidx,
@@ -316,11 +318,28 @@ class BwdMainKernel:
             head_dim_v=head_dim_v, seqlen_q=seqlen_q, qQ=q_side.Q, qdO=q_side.dO, qLSE2=q_side.LSE2,
             qDelta=q_side.Delta, qdQacc=q_side.dQacc, qdQ=q_side.dQ, dq_scale=q_side.dq_scale, qSem=q_side.Sem,
             batch=q_side.batch,
+            **lean,
             tQsQ=thr_q.partition_D(s.Q), tQcQ=thr_q.partition_S(g.cQ), tdOsdO=thr_do.partition_D(s.dO),
             tdOcdO=thr_do.partition_S(g.cdO),
             tKgK=thr.partition_S(g.gK), tKsK=thr.partition_D(s.K), tKcK=thr.partition_S(g.cK),
             tVgV=thr_v.partition_S(g.gV), tVsV=thr_v.partition_D(s.V), tVcV=thr_v.partition_S(g.cV),
             tLsL=vthr.partition_D(s.LSE2), tDsD=vthr.partition_D(s.Delta))
+
+    def _lean_bases(self, q_side) -> dict:
+        """TileConfig.lean_refill: the batch's query-side tensors (H, S, ...) that _q_side_src and _load_q take
+        their tiles from; at level 2 each on a base pointer made here, once per pass, through an asm move (so that
+        it is held, in uniform registers, instead of rebuilt from the batch stride every step)."""
+        b = q_side.batch
+
+        def based(t: cute.Tensor):
+            if cutlass.const_expr(self.tile.lean_refill < 2):
+                return t
+            base = cute.make_ptr(t.element_type, cu.opaque_i64(t.iterator.toint()), cute.AddressSpace.gmem,
+                                 assumed_align=16)
+            return cute.make_tensor(base, t.layout)
+
+        return dict(qQb=based(q_side.Q[b, None, None, None]), qdOb=based(q_side.dO[b, None, None, None]),
+                    qLSE2b=based(q_side.LSE2[b, None, None]), qDeltab=based(q_side.Delta[b, None, None]))
 
     def _gmem_copy(self, copies: dict, tidx, threads: int, cols: int):
         """(tiled copy, this thread's slice) of a (rows, cols) tile loaded by the first ``threads`` threads,
@@ -386,17 +405,49 @@ class BwdMainKernel:
     @cute.jit
     def _load_q(self, ld, head, m_block, stage, with_delta: cutlass.Constexpr):
         cu.load_tile_zfill_by(self.q_threads, self.num_threads, ld.tidx, ld.copy_q,
-                              ld.thr_q.partition_S(self._q_tile(ld.qQ, ld, head, m_block)),
+                              self._q_side_src(ld, ld.thr_q, "qQ", head, m_block, self.D),
                               ld.tQsQ[None, None, None, stage], ld.tQcQ[None, None, None, m_block], ld.seqlen_q,
-                              ld.head_dim)
+                              ld.head_dim, self.tile.async_zfill)
         # (no helper call taking ``ld`` inside the runtime branch: the tracer would thread all of ld through it)
-        vec_copy, lse_src = ld.vec_copy, ld.vthr.partition_S(self._row_vec(ld.qLSE2, ld, head, m_block))
-        delta_src = ld.vthr.partition_S(self._row_vec(ld.qDelta, ld, head, m_block))
+        vec_copy = ld.vec_copy
+        if cutlass.const_expr(self.tile.lean_refill):
+            vec_offset = self._step_offset(ld.qLSE2b, head, m_block)  # (LSE2 and Delta share their layout)
+            lse_src = ld.vthr.partition_S(self._step_tile(ld.qLSE2b, vec_offset))
+            delta_src = ld.vthr.partition_S(self._step_tile(ld.qDeltab, vec_offset))
+        else:
+            lse_src = ld.vthr.partition_S(self._row_vec(ld.qLSE2, ld, head, m_block))
+            delta_src = ld.vthr.partition_S(self._row_vec(ld.qDelta, ld, head, m_block))
         lse_dst, delta_dst = ld.tLsL[None, None, stage], ld.tDsD[None, None, stage]
         if ld.tidx < self.M // 4:
             cute.copy(vec_copy, lse_src, lse_dst)
             if cutlass.const_expr(with_delta):
                 cute.copy(vec_copy, delta_src, delta_dst)
+
+    def _q_side_src(self, ld, thr, name: str, head, m_block, cols: int):
+        """This thread's partition (``thr``) of the (M, cols) tile ``m_block`` of ``head`` of query-side tensor
+        ``ld.<name>`` (qQ or qdO), for a refill (TileConfig.lean_refill: through _step_tile)."""
+        if self.tile.lean_refill:
+            whole = getattr(ld, name + "b")
+            return thr.partition_S(self._step_tile(whole, self._step_offset(whole, head, m_block), cols))
+        return thr.partition_S(self._q_tile(getattr(ld, name), ld, head, m_block, cols))
+
+    def _step_offset(self, whole: cute.Tensor, head, m_block):
+        """The offset of query tile ``m_block`` of ``head`` in ``whole`` (the batch's (H, S, ...) query-side
+        tensor). It goes through an asm move so that the compilers keep it CTA-uniform: otherwise they fold each
+        thread's offset into its products and rebuild all of them in 64-bit vector arithmetic every step."""
+        crd = (head, m_block * self.M) + (0,) * (cute.rank(whole) - 2)
+        return cute.assume(cu.opaque_i64(cute.crd2idx(crd, whole.layout)), divby=128 // whole.element_type.width)
+
+    def _step_tile(self, whole: cute.Tensor, offset, cols: int = 0):
+        """The (M, cols) (or (M,)) tile of ``whole`` at ``offset`` (_step_offset). Its row stride is 32-bit, so
+        that each thread's partition offsets are 32-bit arithmetic (api's stride check keeps M rows' span within
+        2**31 elements)."""
+        if cutlass.const_expr(cute.rank(whole) == 2):
+            layout = cute.make_layout(self.M)
+        else:
+            row_stride = cute.assume(Int32(whole.layout.stride[1]), divby=128 // whole.element_type.width)
+            layout = cute.make_layout((self.M, cols), stride=(row_stride, 1))
+        return cute.make_tensor(whole.iterator + offset, layout)
 
     @cute.jit
     def _row_vec(self, t: cute.Tensor, ld, head, m_block):
@@ -406,9 +457,9 @@ class BwdMainKernel:
     @cute.jit
     def _load_do(self, ld, head, m_block, stage):
         cu.load_tile_zfill_by(self.do_threads, self.num_threads, ld.tidx, ld.copy_do,
-                              ld.thr_do.partition_S(self._q_tile(ld.qdO, ld, head, m_block, self.DV)),
+                              self._q_side_src(ld, ld.thr_do, "qdO", head, m_block, self.DV),
                               ld.tdOsdO[None, None, None, stage], ld.tdOcdO[None, None, None, m_block], ld.seqlen_q,
-                              ld.head_dim_v)
+                              ld.head_dim_v, self.tile.async_zfill)
 
     # ------------------------------------------------------------------------------------------------ one query tile
     @cute.jit

@@ -73,8 +73,8 @@ class BwdMainLagKernel(BwdMainKernel):
     @cute.jit
     def _load_pass(self, ld, mask, walk, first: cutlass.Constexpr, do_dk: cutlass.Constexpr):
         """K, V and the first Q; the first dO waits for V's buffer (_walk)."""
-        cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim)
-        cu.load_tile_zfill(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v)
+        cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim, self.tile.async_zfill)
+        cu.load_tile_zfill(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v, self.tile.async_zfill)
         if walk.n_iter > 0:
             self._load_q(ld, walk.head0, walk.m_first, 0, True)
         cute.arch.cp_async_commit_group()

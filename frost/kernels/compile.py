@@ -8,7 +8,8 @@ the main kernel writes dQ, mask.main_writes_dq). Batch, heads (and the GQA group
 batch), logical head dims, strides, scale, the mask (band bounds, alignment) and the sink are runtime arguments
 (flags and pointers), so one compiled set serves every shape and feature combination of its key. Where ptxas
 options measured faster for problems without GQA only (MHA_PTXAS), such problems get a set of their own (``mha``:
-the same code, compiled with those options; correct for any problem, chosen for Hq == Hkv). A third kind of set
+the shared set's tile with tiles._MHA_CHANGES, compiled with those options; correct for any problem, chosen for
+Hq == Hkv). A third kind of set
 (``dq_gemm``: tiles.DQ_GEMM_TILES, deterministic mode at d96/d128, both modes at d160/d192/d256) has its main
 kernel store dS and a fourth kernel compute dQ from it (dq_gemm.py), with no fp32 dQ adds. Narrow bands at some
 pads run an ordered set of their own (``narrow``: tiles._NARROW_CHANGES, NARROW_PTXAS), whose changes measured
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
 from frost.kernels.tiles import (DQ_GEMM_TILES, TileConfig, dq_gemm_tile, has_narrow_set, narrow_pads,
-                                 tile_for_pads, tile_for_target)
+                                 tile_for_mha, tile_for_pads, tile_for_target)
 
 DTYPES = ("float16", "bfloat16")
 
@@ -42,6 +43,12 @@ MHA_PTXAS = {(64, 0, False): "--register-usage-level 6"}
 # window + sink, B2 S4096, two processes alternating twice): GQA 2,32,8 window 128 0.303 -> 0.297 ms, window 512
 # 0.597 -> 0.590, MHA unchanged (0.204); d32 and d48 measured within 0.4 % either way, so they keep the default.
 NARROW_PTXAS = {64: "--register-usage-level 6", 80: "--register-usage-level 6", 128: "--register-usage-level 6"}
+# ptxas options of a target's atomic set, by (arch, Q/K pad, V pad): d192's grid kernel with the cp.async zero-fill
+# (tiles.TileConfig.async_zfill) spills 4 bytes on sm_90a at ptxas's default level (both dtypes; not on sm_120a),
+# at level 2 it does not (250 registers). H200 bf16, MHA B2 H16 S4096 d192 causal, whole backward (thirtieth
+# session, two processes alternating twice): 2.513 ms without the zero-fill, 2.140 with it at level 2 (the
+# source-size form of it; the predicate form served, 2.120 at the default level with the spill).
+TARGET_PTXAS = {("sm_90a", 192, 0): "--register-usage-level 2"}
 
 
 # Sets whose dQ is a GEMM of its own (KernelKey.dq_gemm) exist for the pads of tiles.DQ_GEMM_TILES: deterministic
@@ -89,17 +96,22 @@ class KernelKey:
 
     @property
     def tile(self) -> TileConfig:
-        """The tile this set compiles with (the ordered and dq_gemm sets' and some targets' differ:
-        tiles.tile_for_target)."""
-        return tile_for_target(tile_for_pads(self.head_dim_pad, self.head_dim_v_pad), self.ordered, self.arch,
+        """The tile this set compiles with (the ordered, dq_gemm and MHA sets' and some targets' differ:
+        tiles.tile_for_target, tile_for_mha)."""
+        tile = tile_for_target(tile_for_pads(self.head_dim_pad, self.head_dim_v_pad), self.ordered, self.arch,
                                self.dtype, self.dq_gemm, self.narrow)
+        return tile_for_mha(tile) if self.mha else tile
 
     @property
     def ptxas_options(self) -> str | None:
-        """The set's own ptxas options (MHA_PTXAS, NARROW_PTXAS), None for ptxas's defaults."""
+        """The set's own ptxas options (MHA_PTXAS, NARROW_PTXAS, TARGET_PTXAS), None for ptxas's defaults."""
         if self.mha:
             return MHA_PTXAS[self.head_dim_pad, self.head_dim_v_pad, self.ordered]
-        return NARROW_PTXAS.get(self.head_dim_pad) if self.narrow else None
+        if self.narrow:
+            return NARROW_PTXAS.get(self.head_dim_pad)
+        if self.ordered or self.dq_gemm:
+            return None
+        return TARGET_PTXAS.get((self.arch, self.head_dim_pad, self.head_dim_v_pad))
 
     def as_str(self) -> str:
         kind = ":mha" if self.mha else ":dqg" if self.dq_gemm else ":nb" if self.narrow else ""
@@ -113,7 +125,7 @@ def tile_key(t: TileConfig) -> str:
             f":k{int(t.k_in_regs)}:q{int(t.dq_direct)}:m{int(t.diff_mask)}:t{int(t.release_at_top)}"
             f":l{int(t.dq_lag)}{int(t.dq_lag_mbar)}:v{int(t.dq_red_v4)}"
             f":r{int(t.release_late)}{int(t.release_rotate)}:h{int(t.heads_outer)}"
-            f":a{int(t.atom_skip)}{t.dq_skip_parts}")
+            f":a{int(t.atom_skip)}{t.dq_skip_parts}:e{t.lean_refill}{int(t.async_zfill)}")
 
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32
+from cutlass import Float32, Int32, Int64
 from cutlass._mlir.dialects import arith, llvm
 from cutlass.cutlass_dsl import dsl_user_op
 
@@ -177,16 +177,37 @@ def gemm_sr(tiled_mma: cute.TiledMma, acc: cute.Tensor,
 
 @cute.jit
 def load_tile_zfill(tiled_copy: cute.TiledCopy, t_src: cute.Tensor, t_dst: cute.Tensor, t_coord: cute.Tensor,
-                    row_limit: Int32, col_limit: Int32):
+                    row_limit: Int32, col_limit: Int32, async_zfill: cutlass.Constexpr = False):
     """cp.async a partitioned (CPY, CPY_M, CPY_K) tile; chunks outside (row_limit, col_limit) get zeros in shared
-    memory instead (cp.async with a false predicate would leave stale data)."""
+    memory instead (cp.async with a false predicate would leave stale data): ``async_zfill`` (TileConfig), by
+    cp_async_16_zfill (make_gmem_copy's 16-byte chunks); else a branch between the copy and a store."""
     for m in cutlass.range_constexpr(cute.size(t_src, mode=[1])):
         row_ok = t_coord[0, m, 0][0] < row_limit
         for k in cutlass.range_constexpr(cute.size(t_src, mode=[2])):
-            if row_ok & (t_coord[0, m, k][1] < col_limit):
-                cute.copy(tiled_copy, t_src[None, m, k], t_dst[None, m, k])
+            ok = row_ok & (t_coord[0, m, k][1] < col_limit)
+            if cutlass.const_expr(async_zfill):
+                assert cute.size(t_src, mode=[0]) * t_src.element_type.width == 128, "async_zfill: 16-byte chunks"
+                cp_async_16_zfill(t_dst[None, m, k].iterator, t_src[None, m, k].iterator, ok)
             else:
-                t_dst[None, m, k].fill(0)
+                if ok:
+                    cute.copy(tiled_copy, t_src[None, m, k], t_dst[None, m, k])
+                else:
+                    t_dst[None, m, k].fill(0)
+
+
+@dsl_user_op
+def cp_async_16_zfill(dst: cute.Pointer, src: cute.Pointer, valid, *, loc=None, ip=None) -> None:
+    """cp.async.cg of 16 bytes from global ``src`` to shared ``dst``, or 16 zero bytes when ``valid`` is false
+    (cp.async's ignore-src predicate: nothing is read, so ``src`` may point past the tensor). One instruction
+    where the branch took a copy, a store and three issue slots of padding; the predicate measured faster than
+    the source-size operand (which ptxas rebuilds from a select), thirtieth session."""
+    from cutlass.cute.arch.nvvm_wrappers import _normalize_ptr
+
+    flag = arith.extui(Int32.mlir_type, cutlass.Boolean(valid).ir_value(loc=loc, ip=ip), loc=loc, ip=ip)
+    asm = "{\n\t.reg .pred p;\n\tsetp.eq.u32 p, $2, 0;\n\tcp.async.cg.shared.global [$0], [$1], 16, p;\n\t}"
+    llvm.inline_asm(None, [dst.toint(loc=loc, ip=ip).ir_value(loc=loc, ip=ip), _normalize_ptr(src, loc=loc, ip=ip),
+                           flag], asm, "r,l,r,~{memory}", has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT,
+                    loc=loc, ip=ip)
 
 
 def gmem_copy_threads_per_row(cols: int, elem_bits: int = 16) -> int:
@@ -204,13 +225,13 @@ def copy_threads(num_threads: int, rows: int, cols: int) -> int:
 @cute.jit
 def load_tile_zfill_by(n_threads: cutlass.Constexpr, all_threads: cutlass.Constexpr, tidx, tiled_copy: cute.TiledCopy,
                        t_src: cute.Tensor, t_dst: cute.Tensor, t_coord: cute.Tensor, row_limit: Int32,
-                       col_limit: Int32):
+                       col_limit: Int32, async_zfill: cutlass.Constexpr = False):
     """load_tile_zfill by the first ``n_threads`` threads of the CTA (all of them when that is every thread)."""
     if cutlass.const_expr(n_threads < all_threads):
         if tidx < n_threads:
-            load_tile_zfill(tiled_copy, t_src, t_dst, t_coord, row_limit, col_limit)
+            load_tile_zfill(tiled_copy, t_src, t_dst, t_coord, row_limit, col_limit, async_zfill)
     else:
-        load_tile_zfill(tiled_copy, t_src, t_dst, t_coord, row_limit, col_limit)
+        load_tile_zfill(tiled_copy, t_src, t_dst, t_coord, row_limit, col_limit, async_zfill)
 
 
 def make_gmem_copy(dtype, num_threads: int, cols: int, async_copy: bool = True) -> cute.TiledCopy:
@@ -351,4 +372,11 @@ def opaque_i32(x: Int32, *, loc=None, ip=None) -> Int32:
     """``x`` through an asm statement with side effects: the compilers cannot merge it with an earlier copy of the
     same value, so what is recomputed from it after a loop is not held in registers across the loop."""
     return Int32(llvm.inline_asm(Int32.mlir_type, [Int32(x).ir_value(loc=loc, ip=ip)], "mov.b32 $0, $1;", "=r,r",
+                                 has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
+@dsl_user_op
+def opaque_i64(x: Int64, *, loc=None, ip=None) -> Int64:
+    """opaque_i32 for a 64-bit value."""
+    return Int64(llvm.inline_asm(Int64.mlir_type, [Int64(x).ir_value(loc=loc, ip=ip)], "mov.b64 $0, $1;", "=l,l",
                                  has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))

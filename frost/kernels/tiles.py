@@ -139,6 +139,15 @@ class TileConfig:
     # the first or above the last that the step sees (their dS are zeros): the narrow-band sets where it measured
     # faster (_NARROW_CHANGES)
     dq_skip_parts: int = 0
+    # how a step's refills (Q, dO, LSE, delta) address their tiles: 0 each thread's 64-bit addresses, rebuilt from
+    # the strides every step (the compilers fold the batch, head and tile offsets into per-thread 64-bit products);
+    # 1 a CTA-uniform offset per step (an asm move keeps it out of the threads' arithmetic) plus each thread's
+    # 32-bit offset inside the tile; 2 that, on the batch's base pointers made once per pass (asm moves too: held in
+    # uniform registers). Where it measured faster (d64's sets, _TABLE and _MHA_CHANGES)
+    lean_refill: int = 0
+    # the tile loads zero-fill what lies past the sequence or head dim through cp.async's source size (one
+    # instruction) instead of a branch between the copy and a shared-memory store
+    async_zfill: bool = True
 
     @property
     def dv_pad(self) -> int:
@@ -219,6 +228,7 @@ class TileConfig:
         assert not self.dq_skip_parts or not self.warp_grid, "dq_skip_parts: the rows kernels' dQ GEMM"
         assert self.dq_skip_parts in (0, 2, 4) and self.n_block % (16 * max(self.dq_skip_parts, 1)) == 0, \
             "dq_skip_parts: 0, 2 or 4 parts of whole 16-key k-blocks"
+        assert self.lean_refill in (0, 1, 2), "lean_refill: 0, 1 or 2"
         assert wm * wd == self.num_warps and self.m_block % (16 * wm) == 0
         assert d % self.dq_chunk == 0 and self.dq_chunk % (self.dq_col_step * wd) == 0
         # a dQ chunk must not start inside a swizzle atom of the K tile (swizzle_atom_cols): a 32-wide
@@ -227,15 +237,24 @@ class TileConfig:
         assert self.smem_bytes() <= SMEM_LIMIT_BYTES, (self, self.smem_bytes())
 
 
+# The refills (TileConfig.lean_refill, async_zfill), thirtieth session: H200 bf16, whole backward, S4096, two
+# processes alternating twice, ms before -> after. d64 takes lean_refill 2 with the zero-fill: gpt-oss 2,64,8 causal +
+# sink 2.469 -> 2.389, deterministic 2.709 -> 2.675, 128-token window + sink 0.404 -> 0.397 (its MHA set: _MHA_CHANGES).
+# The zero-fill alone elsewhere (causal; B4 H16, d160-d256 B2 H16): d32 0.694 -> 0.689, d48 1.052 -> 1.019, GQA
+# 2,32,8 d96 2.077 -> 2.047, d128 2.609 -> 2.583 (non-causal 4.942 -> 4.877, GQA 2.543 -> 2.513, deterministic
+# 2.710 -> 2.685), d160 2.211 -> 2.004, d192 2.518 -> 2.133, d256 4.483 -> 4.371; GQA windows + sink d96 0.341 ->
+# 0.330, d128 0.410 -> 0.387; d80 slower (1.755 -> 1.891): off there. Those ran cp.async's source-size operand; the
+# predicate served (cute_utils.cp_async_16_zfill) measured faster again: gpt-oss causal 2.384 -> 2.372, d160 2.006 ->
+# 1.978, d192 2.139 -> 2.120 (at ptxas's default level, where it spills 4 bytes on sm_90a: compile.TARGET_PTXAS).
 _TABLE = {
     32: TileConfig(32, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32,
                    rows_per_warp=32),
     48: TileConfig(48, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=48,
                    rows_per_warp=32),
     64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
-                   rows_per_warp=32, dq_red_v4=True),
+                   rows_per_warp=32, dq_red_v4=True, lean_refill=2),
     80: TileConfig(80, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=80,
-                   dq_lag=True),
+                   dq_lag=True, async_zfill=False),
     96: TileConfig(96, n_block=128, m_block=32, q_stages=3, do_stages=3, two_pass=False, dq_chunk=96,
                    dq_lag=True, dq_lag_mbar=True),
     128: TileConfig(128, n_block=128, m_block=32, q_stages=3, do_stages=3, two_pass=False, dq_chunk=128,
@@ -424,6 +443,19 @@ def tile_for(head_dim_qk: int, head_dim_v: int) -> TileConfig:
 _DQ_GEMM_CHANGES = {160: {"do_stages": 2}}
 
 
+# The sets for problems without GQA (compile.KernelKey.mha, compiled with compile.MHA_PTXAS) take these changes to
+# the atomic set's tile. d64 (thirtieth session, H200 bf16, whole backward, same process, MHA B4 H16 S4096 causal /
+# non-causal, ms): 1.245 / 2.309 served before; lean_refill 1 with the branch zero-fill 1.235 / 2.290; the atomic
+# set's lean_refill 2 with async_zfill 1.275 / 2.432 (which GQA takes: gpt-oss causal + sink 2.463 -> 2.396).
+_MHA_CHANGES = {64: {"lean_refill": 1, "async_zfill": False}}
+
+
+def tile_for_mha(tile: TileConfig) -> TileConfig:
+    """The tile of the set for problems without GQA: the atomic set's with _MHA_CHANGES."""
+    changes = _MHA_CHANGES.get(tile.head_dim_pad) if not tile.head_dim_v_pad else None
+    return replace(tile, **changes) if changes else tile
+
+
 def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False, narrow: bool = False) -> TileConfig:
     """The tile a kernel set compiles with: the ordered set's changes (_ORDERED_CHANGES, and for the narrow-band set
     _NARROW_CHANGES after them) or the dq_gemm set's (_DQ_GEMM_CHANGES) applied to its pad's table tile (not to the
@@ -441,22 +473,29 @@ def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False, narrow:
 #   SM120, do not), so that set pipelines two stages.
 # - d160 in fp16 on sm_90a: the dq_gemm set's double-buffered dO (_DQ_GEMM_CHANGES) spills 8 bytes there (outside
 #   the walk; bf16, and fp16 on SM120, do not), so that set keeps the table's single dO buffer (the atomic set has
-#   it anyway).
+#   it anyway). The dq_gemm set there spills 8 bytes with the cp.async zero-fill (TileConfig.async_zfill) too, so
+#   that target's d160 sets keep the branch.
 _TARGET_CHANGES = {("sm_90a", "float16", 128): {"q_stages": 2, "do_stages": 2},
-                   ("sm_90a", "float16", 160): {"do_stages": 1}}
+                   ("sm_90a", "float16", 160): {"do_stages": 1, "async_zfill": False}}
 # The same for a narrow-band set: d128's atom_skip spills 32 bytes in fp16 on sm_120a (ptxas levels 5-7; bf16 there,
-# and both dtypes on sm_90a, do not), so that set runs without it; d64's difference mask spills 8 bytes in fp16 on
-# sm_90a (the other three targets do not), so that one runs without the mask.
+# and both dtypes on sm_90a, do not), so that set runs without it, and in bf16 there the cp.async zero-fill spills 8
+# bytes (TileConfig.async_zfill); d64's difference mask spills 8 bytes in fp16 on sm_90a (the other three targets do
+# not), so that one runs without the mask.
 _NARROW_TARGET_CHANGES = {("sm_120a", "float16", 128): {"atom_skip": False},
+                          ("sm_120a", "bfloat16", 128): {"async_zfill": False},
                           ("sm_90a", "float16", 64): {"diff_mask": False}}
+# An ordered set (not the narrow-band one) that spills on a target takes these: d128 in fp16 on sm_120a spills 8
+# bytes with the cp.async zero-fill (TileConfig.async_zfill; bf16, and both dtypes on sm_90a, do not).
+_ORDERED_TARGET_CHANGES = {("sm_120a", "float16", 128): {"async_zfill": False}}
 
 
 def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str, dq_gemm: bool = False,
                     narrow: bool = False) -> TileConfig:
-    """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_set, then, for the atomic or dq_gemm
-    set on the pad's table tile, the target's changes (_TARGET_CHANGES; the narrow-band sets':
-    _NARROW_TARGET_CHANGES)."""
-    changes = _TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad)) if not (ordered or tile.head_dim_v_pad) else None
+    """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_set, then, on the pad's table tile, the
+    target's changes (the atomic and dq_gemm sets': _TARGET_CHANGES; the ordered: _ORDERED_TARGET_CHANGES; the
+    narrow-band: _NARROW_TARGET_CHANGES)."""
+    table = _ORDERED_TARGET_CHANGES if ordered else _TARGET_CHANGES
+    changes = table.get((arch, dtype, tile.head_dim_pad)) if not tile.head_dim_v_pad else None
     if narrow and has_narrow_set(tile.head_dim_pad, tile.head_dim_v_pad):
         changes = _NARROW_TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad))
     tile = tile_for_set(tile, ordered, dq_gemm, narrow)
@@ -474,6 +513,7 @@ def all_tiles() -> tuple[TileConfig, ...]:
     tiles = [tile_for_set(tile_for_pads(*p), o) for p in served_pads() for o in (False, True)]
     tiles += [tile_for_set(tile_for_pads(d, dv), False, True) for d, dv in DQ_GEMM_TILES]
     tiles += [tile_for_set(tile_for_pads(d), True, narrow=True) for d in narrow_pads()]
+    tiles += [tile_for_mha(tile_for_pads(d)) for d in _MHA_CHANGES]
     return tuple(dict.fromkeys(tiles))
 
 

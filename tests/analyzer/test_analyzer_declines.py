@@ -56,6 +56,9 @@ ALONE = {
     # rows pitched to 68 elements = 136 bytes
     "stride_alignment": (lambda: custom(strides=lambda s: pitched_strides(s, 68), causal=True), "sm_120",
                          CUTE_SM120, [("stride_alignment", "strides_16b_aligned")]),
+    # BHSD rows pitched to 2**24 elements: q's and do's sequence stride leaves 32 bits within a query tile
+    "seq_stride_max": (lambda: custom(strides=lambda s: (s[1] * s[2] << 24, s[2] << 24, 1 << 24, 1)), "sm_120",
+                       CUTE_SM120, [("seq_stride_max", "seq_strides_32bit")]),
 }
 
 

@@ -159,14 +159,18 @@ def test_ordered_dq_has_a_kernel_set_of_its_own(monkeypatch):
 
 def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     """Where compile.MHA_PTXAS has options for a set (d64, atomic dQ), a problem without GQA binds to its MHA twin
-    (the same code compiled with them, fetched once); GQA problems, ordered dQ and other pads keep the shared set.
-    An MHA set is correct for any problem: its key is the shared set's plus ':mha', and no key claims one that
-    MHA_PTXAS lacks."""
+    (the shared set's tile with tiles._MHA_CHANGES, compiled with them; fetched once); GQA problems, ordered dQ and
+    other pads keep the shared set. An MHA set is correct for any problem: its key is that tile's plus ':mha', and
+    no key claims one that MHA_PTXAS lacks."""
     from frost.kernels import api
-    from frost.kernels.compile import KernelKey
+    from frost.kernels.compile import KernelKey, tile_key
+    from frost.kernels.tiles import tile_for_mha
 
     cfg, _, _ = _problem_tensors()
-    assert not cfg.mha and cfg.kernel_key.as_str() + ":mha" == replace(cfg, mha=True).kernel_key.as_str()
+    mha_key = replace(cfg, mha=True).kernel_key
+    assert not cfg.mha and mha_key.tile == tile_for_mha(cfg.kernel_key.tile) != cfg.kernel_key.tile
+    assert mha_key.as_str() == cfg.kernel_key.as_str().replace(tile_key(cfg.kernel_key.tile),
+                                                               tile_key(mha_key.tile)) + ":mha"
     assert choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1).mha
     assert not choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1, deterministic=True).mha
     assert not choose_config("bfloat16", 128, 128, True, "top_left", "sm_90a", gqa_group=1).mha
@@ -372,6 +376,13 @@ def test_checked_call_names_the_bad_tensor():
         call(do=_bshd(2, 4, 100, 64, torch.float16))
     with pytest.raises(TensorError, match=r"dk\.stride"):
         call(dk=torch.zeros(2, 2, 140, 68, dtype=torch.bfloat16)[..., :64])   # rows pitched to 136 bytes
+    from frost.analyzer.extract import SEQ_STRIDE_LIMIT
+    from frost.kernels.api import MAX_SEQ_STRIDE
+
+    assert MAX_SEQ_STRIDE == SEQ_STRIDE_LIMIT == 1 << 24  # the probe declines (seq_stride_max) what the call refuses
+    with pytest.raises(TensorError, match=r"q\.stride: got \(0, 64, 16777216, 1\); accepted: a sequence stride"):
+        # (a meta tensor: no storage behind the 2**24-element row pitch)
+        call(q=torch.empty_strided((2, 4, 100, 64), (0, 64, 1 << 24, 1), dtype=torch.bfloat16, device="meta"))
     with pytest.raises(TensorError, match=r"lse: got 'torch\.float16 \(2, 4, 100\)"):
         call(lse=torch.zeros(2, 4, 100, dtype=torch.float16))
     with pytest.raises(TensorError, match=r"q\.device: got 'cpu'; accepted: a CUDA device"):

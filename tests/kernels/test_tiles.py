@@ -165,21 +165,31 @@ def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
 
 def test_a_target_that_spills_a_tile_compiles_its_own_changes():
     """tiles._TARGET_CHANGES: d128 fp16 on sm_90a pipelines two stages (three spill there); the same pad in bf16, or
-    on SM120, and the ordered set are untouched, and the compile keys differ."""
+    on SM120, and the ordered set are untouched, and the compile keys differ. The ordered set takes
+    _ORDERED_TARGET_CHANGES (d128 fp16 on sm_120a: no cp.async zero-fill), the narrow-band set
+    _NARROW_TARGET_CHANGES; d192's atomic set on sm_90a compiles with compile.TARGET_PTXAS, no other set does."""
     from frost.kernels.compile import KernelKey
 
     fp16_sm90 = KernelKey("float16", 128, "sm_90a").tile
     assert fp16_sm90.dq_lag_mbar and fp16_sm90.q_stages == fp16_sm90.do_stages == 2
     for dtype, arch in (("bfloat16", "sm_90a"), ("float16", "sm_120a")):
         assert KernelKey(dtype, 128, arch).tile.q_stages == 3, (dtype, arch)
-    assert KernelKey("float16", 128, "sm_120a", 0, True).tile == KernelKey("float16", 128, "sm_90a", 0, True).tile
+    ordered_sm90 = KernelKey("float16", 128, "sm_90a", 0, True).tile
+    assert ordered_sm90.async_zfill and ordered_sm90.q_stages == 3
+    assert KernelKey("float16", 128, "sm_120a", 0, True).tile == dataclasses.replace(ordered_sm90, async_zfill=False)
     assert tile_key(fp16_sm90) != tile_key(KernelKey("float16", 128, "sm_120a").tile)
+    narrow = {arch: KernelKey("bfloat16", 128, arch, ordered=True, narrow=True).tile for arch in ("sm_90a", "sm_120a")}
+    assert narrow["sm_120a"] == dataclasses.replace(narrow["sm_90a"], async_zfill=False)
+    assert KernelKey("bfloat16", 192, "sm_90a").ptxas_options == "--register-usage-level 2"
+    assert KernelKey("bfloat16", 192, "sm_120a").ptxas_options is None
+    assert KernelKey("bfloat16", 192, "sm_90a", ordered=True).ptxas_options is None
     fp16_sm90.check()
 
 
 def test_the_dq_gemm_set_compiles_its_own_changes_to_a_tile():
     """KernelKey.tile applies tiles._DQ_GEMM_CHANGES to the dq_gemm set only: d160's main kernel double-buffers dO
-    there (84 KB, within SM120's limit), except in fp16 on sm_90a (_TARGET_CHANGES: it spills there); the atomic and
+    there (84 KB, within SM120's limit), except in fp16 on sm_90a (_TARGET_CHANGES: it spills there, and with the
+    cp.async zero-fill too); the atomic and
     ordered sets keep their own tiles, the compile keys differ, and d256's dq_gemm tile is the table's."""
     from frost.kernels.compile import KernelKey
     from frost.kernels.tiles import SMEM_LIMIT_BYTES, tile_for_pads
@@ -190,7 +200,7 @@ def test_the_dq_gemm_set_compiles_its_own_changes_to_a_tile():
     assert gemm.smem_bytes() <= SMEM_LIMIT_BYTES and gemm in set(all_tiles())
     assert len({tile_key(t) for t in (atomic, ordered, gemm)}) == 3
     assert KernelKey("float16", 160, "sm_120a", dq_gemm=True).tile == gemm
-    assert KernelKey("float16", 160, "sm_90a", dq_gemm=True).tile == atomic
+    assert KernelKey("float16", 160, "sm_90a", dq_gemm=True).tile == dataclasses.replace(atomic, async_zfill=False)
     assert KernelKey("bfloat16", 256, "sm_90a", dq_gemm=True).tile == tile_for_pads(256)
     gemm.check()
 
@@ -232,3 +242,23 @@ def test_16_byte_dq_adds_need_16_column_warp_slices():
     for pad, ordered in ((64, False), (64, True), (128, False)):
         tile = tile_for_set(tile_for_pads(pad), ordered)
         assert tile.dq_red_v4 and tile.dq_col_step == 16, (pad, ordered)
+
+
+def test_lean_refills_and_the_async_zero_fill_are_served_where_measured():
+    """TileConfig.lean_refill (0, 1 or 2) is d64's: level 2 on its atomic, ordered and narrow-band sets, level 1 on
+    its MHA set (tiles._MHA_CHANGES, which also keeps the branch zero-fill there); every other pad refills as
+    before. The cp.async zero-fill (async_zfill) is on by default, off at d80 (measured slower) and on the targets
+    where it spills."""
+    from frost.kernels.compile import KernelKey
+    from frost.kernels.tiles import _TABLE, HEAD_DIM_PADS, tile_for_mha, tile_for_pads
+
+    for level in (-1, 3):
+        with pytest.raises(AssertionError, match="lean_refill"):
+            dataclasses.replace(_TABLE[64], lean_refill=level).check()
+    levels = {d: [KernelKey("bfloat16", d, "sm_120a", ordered=o).tile.lean_refill for o in (False, True)]
+              for d in HEAD_DIM_PADS}
+    assert levels == {d: [2, 2] if d == 64 else [0, 0] for d in HEAD_DIM_PADS}
+    assert KernelKey("bfloat16", 64, "sm_120a", ordered=True, narrow=True).tile.lean_refill == 2
+    mha = KernelKey("bfloat16", 64, "sm_120a", mha=True).tile
+    assert mha == tile_for_mha(tile_for_pads(64)) and (mha.lean_refill, mha.async_zfill) == (1, False)
+    assert [d for d in HEAD_DIM_PADS if not KernelKey("bfloat16", d, "sm_120a").tile.async_zfill] == [80]

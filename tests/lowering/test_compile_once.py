@@ -89,14 +89,18 @@ def test_ordered_dq_problems_get_the_ordered_kernel_set(fake):
 
 
 def test_mha_problems_get_the_mha_kernel_set_where_one_exists(fake):
-    """Problems without GQA run on a set compiled with compile.MHA_PTXAS where it has one (d64's atomic set),
-    else on the set every group shares."""
+    """Problems without GQA run on a set compiled with compile.MHA_PTXAS where it has one (d64's atomic set, its
+    tile with tiles._MHA_CHANGES), else on the set every group shares."""
+    from frost.kernels.compile import KernelKey, tile_key
+
     def kernel_key(d, heads_kv, **kw):
         graph = sdpa_backward_graph(2, 4, 512, d, heads_kv=heads_kv, dtype="bfloat16", causal=True, **kw)
         (key,) = api.compile(graph, target="sm_120").compile_keys
         return key.split("|")[1]
 
-    assert kernel_key(64, 4) == kernel_key(64, 2) + ":mha" and kernel_key(64, 1) == kernel_key(64, 2)
+    shared, mha = (KernelKey("bfloat16", 64, "sm_120a", mha=m).tile for m in (False, True))
+    assert kernel_key(64, 4) == kernel_key(64, 2).replace(tile_key(shared), tile_key(mha)) + ":mha"
+    assert kernel_key(64, 1) == kernel_key(64, 2)
     assert kernel_key(64, 4, deterministic=True) == kernel_key(64, 2, deterministic=True)
     assert kernel_key(128, 4) == kernel_key(128, 2) and not kernel_key(128, 4).endswith(":mha")
 
