@@ -310,7 +310,6 @@ class BwdMainKernel:
         vec_atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
         vec_copy = cute.make_tiled_copy_tv(vec_atom, cute.make_layout(self.M // 4), cute.make_layout(4))
         vthr = vec_copy.get_slice(tidx % (self.M // 4))
-        lean = self._lean_bases(q_side) if cutlass.const_expr(self.tile.lean_refill) else {}
         return SimpleNamespace(
             copy=copy, copy_v=copy_v, copy_q=copy_q, thr_q=thr_q, copy_do=copy_do, thr_do=thr_do,
             vec_copy=vec_copy, vthr=vthr, tidx=tidx,
@@ -318,7 +317,7 @@ class BwdMainKernel:
             head_dim_v=head_dim_v, seqlen_q=seqlen_q, qQ=q_side.Q, qdO=q_side.dO, qLSE2=q_side.LSE2,
             qDelta=q_side.Delta, qdQacc=q_side.dQacc, qdQ=q_side.dQ, dq_scale=q_side.dq_scale, qSem=q_side.Sem,
             batch=q_side.batch,
-            **lean,
+            **self._lean_bases(q_side),
             tQsQ=thr_q.partition_D(s.Q), tQcQ=thr_q.partition_S(g.cQ), tdOsdO=thr_do.partition_D(s.dO),
             tdOcdO=thr_do.partition_S(g.cdO),
             tKgK=thr.partition_S(g.gK), tKsK=thr.partition_D(s.K), tKcK=thr.partition_S(g.cK),
@@ -327,8 +326,10 @@ class BwdMainKernel:
 
     def _lean_bases(self, q_side) -> dict:
         """TileConfig.lean_refill: the batch's query-side tensors (H, S, ...) that _q_side_src and _load_q take
-        their tiles from; at level 2 each on a base pointer made here, once per pass, through an asm move (so that
-        it is held, in uniform registers, instead of rebuilt from the batch stride every step)."""
+        their tiles from (None at level 0); at level 2 each on a base pointer made here, once per pass, through an
+        asm move (so that it is held, in uniform registers, instead of rebuilt from the batch stride every step)."""
+        if not self.tile.lean_refill:
+            return dict(qQb=None, qdOb=None, qLSE2b=None, qDeltab=None)
         b = q_side.batch
 
         def based(t: cute.Tensor):
@@ -405,7 +406,7 @@ class BwdMainKernel:
     @cute.jit
     def _load_q(self, ld, head, m_block, stage, with_delta: cutlass.Constexpr):
         cu.load_tile_zfill_by(self.q_threads, self.num_threads, ld.tidx, ld.copy_q,
-                              self._q_side_src(ld, ld.thr_q, "qQ", head, m_block, self.D),
+                              self._q_side_src(ld, ld.thr_q, ld.qQ, ld.qQb, head, m_block, self.D),
                               ld.tQsQ[None, None, None, stage], ld.tQcQ[None, None, None, m_block], ld.seqlen_q,
                               ld.head_dim, self.tile.async_zfill)
         # (no helper call taking ``ld`` inside the runtime branch: the tracer would thread all of ld through it)
@@ -423,13 +424,13 @@ class BwdMainKernel:
             if cutlass.const_expr(with_delta):
                 cute.copy(vec_copy, delta_src, delta_dst)
 
-    def _q_side_src(self, ld, thr, name: str, head, m_block, cols: int):
+    def _q_side_src(self, ld, thr, t: cute.Tensor, t_batch, head, m_block, cols: int):
         """This thread's partition (``thr``) of the (M, cols) tile ``m_block`` of ``head`` of query-side tensor
-        ``ld.<name>`` (qQ or qdO), for a refill (TileConfig.lean_refill: through _step_tile)."""
+        ``t`` (B, H, S, D), for a refill; with TileConfig.lean_refill through _step_tile, from ``t_batch``
+        (_lean_bases: the batch's (H, S, D) view of ``t``)."""
         if self.tile.lean_refill:
-            whole = getattr(ld, name + "b")
-            return thr.partition_S(self._step_tile(whole, self._step_offset(whole, head, m_block), cols))
-        return thr.partition_S(self._q_tile(getattr(ld, name), ld, head, m_block, cols))
+            return thr.partition_S(self._step_tile(t_batch, self._step_offset(t_batch, head, m_block), cols))
+        return thr.partition_S(self._q_tile(t, ld, head, m_block, cols))
 
     def _step_offset(self, whole: cute.Tensor, head, m_block):
         """The offset of query tile ``m_block`` of ``head`` in ``whole`` (the batch's (H, S, ...) query-side
@@ -457,7 +458,7 @@ class BwdMainKernel:
     @cute.jit
     def _load_do(self, ld, head, m_block, stage):
         cu.load_tile_zfill_by(self.do_threads, self.num_threads, ld.tidx, ld.copy_do,
-                              self._q_side_src(ld, ld.thr_do, "qdO", head, m_block, self.DV),
+                              self._q_side_src(ld, ld.thr_do, ld.qdO, ld.qdOb, head, m_block, self.DV),
                               ld.tdOsdO[None, None, None, stage], ld.tdOcdO[None, None, None, m_block], ld.seqlen_q,
                               ld.head_dim_v, self.tile.async_zfill)
 
