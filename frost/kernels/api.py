@@ -59,6 +59,7 @@ from frost.kernels.dq_gemm import dq_gemm_fits, ds_workspace_bytes
 from frost.kernels.launch import (Launch, Problem, narrow_band_set, orders_dq, problem_mask, problem_orders_dq,
                                   takes_dq_gemm, wants_dq_gemm)
 from frost.analyzer.capability import CUTE_SM120, max_seq_q
+from frost.analyzer.extract import SEQ_STRIDE_LIMIT
 from frost.kernels.mask import MaskSpec
 from frost.kernels.preprocess import SEM_ROWS
 from frost.kernels.rowwise import seq_pad
@@ -163,7 +164,7 @@ def round_up16(n: int) -> int:
     return -(-n // 16) * 16
 
 
-MAX_SEQ_STRIDE = 1 << 24  # elements: a query tile's rows (up to 128) are addressed with 32-bit offsets
+MAX_SEQ_STRIDE = SEQ_STRIDE_LIMIT  # elements: a query tile's rows (up to 128) are addressed with 32-bit offsets
 MAX_BOUND_LAUNCHES = 32  # problems (sizes, scale, band, features) a CompiledBackward keeps a bound Launch for
 
 

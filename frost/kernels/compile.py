@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
 from frost.kernels.tiles import (DQ_GEMM_TILES, TileConfig, dq_gemm_tile, has_narrow_set, narrow_pads,
-                                 tile_for_mha, tile_for_pads, tile_for_target)
+                                 tile_for_pads, tile_for_target)
 
 DTYPES = ("float16", "bfloat16")
 
@@ -97,10 +97,9 @@ class KernelKey:
     @property
     def tile(self) -> TileConfig:
         """The tile this set compiles with (the ordered, dq_gemm and MHA sets' and some targets' differ:
-        tiles.tile_for_target, tile_for_mha)."""
-        tile = tile_for_target(tile_for_pads(self.head_dim_pad, self.head_dim_v_pad), self.ordered, self.arch,
-                               self.dtype, self.dq_gemm, self.narrow)
-        return tile_for_mha(tile) if self.mha else tile
+        tiles.tile_for_target)."""
+        return tile_for_target(tile_for_pads(self.head_dim_pad, self.head_dim_v_pad), self.ordered, self.arch,
+                               self.dtype, self.dq_gemm, self.narrow, self.mha)
 
     @property
     def ptxas_options(self) -> str | None:

@@ -367,16 +367,21 @@ def spin_until_at_least(ptr: cute.Pointer, value: Int32, seen: Int32 | None = No
                     has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip)
 
 
+def _asm_move(x, numeric, reg: str, loc, ip):
+    """``x`` (an Int32 or Int64 value) through a ``mov`` in an asm statement with side effects."""
+    return numeric(llvm.inline_asm(numeric.mlir_type, [numeric(x).ir_value(loc=loc, ip=ip)],
+                                   f"mov.b{numeric.width} $0, $1;", f"={reg},{reg}", has_side_effects=True,
+                                   asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+
+
 @dsl_user_op
 def opaque_i32(x: Int32, *, loc=None, ip=None) -> Int32:
     """``x`` through an asm statement with side effects: the compilers cannot merge it with an earlier copy of the
     same value, so what is recomputed from it after a loop is not held in registers across the loop."""
-    return Int32(llvm.inline_asm(Int32.mlir_type, [Int32(x).ir_value(loc=loc, ip=ip)], "mov.b32 $0, $1;", "=r,r",
-                                 has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+    return _asm_move(x, Int32, "r", loc, ip)
 
 
 @dsl_user_op
 def opaque_i64(x: Int64, *, loc=None, ip=None) -> Int64:
     """opaque_i32 for a 64-bit value."""
-    return Int64(llvm.inline_asm(Int64.mlir_type, [Int64(x).ir_value(loc=loc, ip=ip)], "mov.b64 $0, $1;", "=l,l",
-                                 has_side_effects=True, asm_dialect=llvm.AsmDialect.AD_ATT, loc=loc, ip=ip))
+    return _asm_move(x, Int64, "l", loc, ip)

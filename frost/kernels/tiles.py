@@ -450,17 +450,12 @@ _DQ_GEMM_CHANGES = {160: {"do_stages": 2}}
 _MHA_CHANGES = {64: {"lean_refill": 1, "async_zfill": False}}
 
 
-def tile_for_mha(tile: TileConfig) -> TileConfig:
-    """The tile of the set for problems without GQA: the atomic set's with _MHA_CHANGES."""
-    changes = _MHA_CHANGES.get(tile.head_dim_pad) if not tile.head_dim_v_pad else None
-    return replace(tile, **changes) if changes else tile
-
-
-def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False, narrow: bool = False) -> TileConfig:
+def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False, narrow: bool = False,
+                 mha: bool = False) -> TileConfig:
     """The tile a kernel set compiles with: the ordered set's changes (_ORDERED_CHANGES, and for the narrow-band set
-    _NARROW_CHANGES after them) or the dq_gemm set's (_DQ_GEMM_CHANGES) applied to its pad's table tile (not to the
-    narrower-V tiles, which have none)."""
-    table = _ORDERED_CHANGES if ordered else _DQ_GEMM_CHANGES if dq_gemm else {}
+    _NARROW_CHANGES after them), the dq_gemm set's (_DQ_GEMM_CHANGES) or the MHA set's (_MHA_CHANGES) applied to
+    its pad's table tile (not to the narrower-V tiles, which have none)."""
+    table = _ORDERED_CHANGES if ordered else _DQ_GEMM_CHANGES if dq_gemm else _MHA_CHANGES if mha else {}
     changes = table.get(tile.head_dim_pad) if not tile.head_dim_v_pad else None
     if narrow and has_narrow_set(tile.head_dim_pad, tile.head_dim_v_pad):
         changes = {**(changes or {}), **_NARROW_CHANGES[tile.head_dim_pad]}
@@ -490,7 +485,7 @@ _ORDERED_TARGET_CHANGES = {("sm_120a", "float16", 128): {"async_zfill": False}}
 
 
 def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str, dq_gemm: bool = False,
-                    narrow: bool = False) -> TileConfig:
+                    narrow: bool = False, mha: bool = False) -> TileConfig:
     """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_set, then, on the pad's table tile, the
     target's changes (the atomic and dq_gemm sets': _TARGET_CHANGES; the ordered: _ORDERED_TARGET_CHANGES; the
     narrow-band: _NARROW_TARGET_CHANGES)."""
@@ -498,7 +493,7 @@ def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str, dq_g
     changes = table.get((arch, dtype, tile.head_dim_pad)) if not tile.head_dim_v_pad else None
     if narrow and has_narrow_set(tile.head_dim_pad, tile.head_dim_v_pad):
         changes = _NARROW_TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad))
-    tile = tile_for_set(tile, ordered, dq_gemm, narrow)
+    tile = tile_for_set(tile, ordered, dq_gemm, narrow, mha)
     return replace(tile, **changes) if changes else tile
 
 
@@ -513,7 +508,7 @@ def all_tiles() -> tuple[TileConfig, ...]:
     tiles = [tile_for_set(tile_for_pads(*p), o) for p in served_pads() for o in (False, True)]
     tiles += [tile_for_set(tile_for_pads(d, dv), False, True) for d, dv in DQ_GEMM_TILES]
     tiles += [tile_for_set(tile_for_pads(d), True, narrow=True) for d in narrow_pads()]
-    tiles += [tile_for_mha(tile_for_pads(d)) for d in _MHA_CHANGES]
+    tiles += [tile_for_set(tile_for_pads(d), False, mha=True) for d in _MHA_CHANGES]
     return tuple(dict.fromkeys(tiles))
 
 

@@ -164,11 +164,11 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     no key claims one that MHA_PTXAS lacks."""
     from frost.kernels import api
     from frost.kernels.compile import KernelKey, tile_key
-    from frost.kernels.tiles import tile_for_mha
+    from frost.kernels.tiles import tile_for_set
 
     cfg, _, _ = _problem_tensors()
     mha_key = replace(cfg, mha=True).kernel_key
-    assert not cfg.mha and mha_key.tile == tile_for_mha(cfg.kernel_key.tile) != cfg.kernel_key.tile
+    assert not cfg.mha and mha_key.tile == tile_for_set(cfg.kernel_key.tile, False, mha=True) != cfg.kernel_key.tile
     assert mha_key.as_str() == cfg.kernel_key.as_str().replace(tile_key(cfg.kernel_key.tile),
                                                                tile_key(mha_key.tile)) + ":mha"
     assert choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1).mha

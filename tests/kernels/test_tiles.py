@@ -250,7 +250,7 @@ def test_lean_refills_and_the_async_zero_fill_are_served_where_measured():
     before. The cp.async zero-fill (async_zfill) is on by default, off at d80 (measured slower) and on the targets
     where it spills."""
     from frost.kernels.compile import KernelKey
-    from frost.kernels.tiles import _TABLE, HEAD_DIM_PADS, tile_for_mha, tile_for_pads
+    from frost.kernels.tiles import _TABLE, HEAD_DIM_PADS, tile_for_pads, tile_for_set
 
     for level in (-1, 3):
         with pytest.raises(AssertionError, match="lean_refill"):
@@ -260,5 +260,5 @@ def test_lean_refills_and_the_async_zero_fill_are_served_where_measured():
     assert levels == {d: [2, 2] if d == 64 else [0, 0] for d in HEAD_DIM_PADS}
     assert KernelKey("bfloat16", 64, "sm_120a", ordered=True, narrow=True).tile.lean_refill == 2
     mha = KernelKey("bfloat16", 64, "sm_120a", mha=True).tile
-    assert mha == tile_for_mha(tile_for_pads(64)) and (mha.lean_refill, mha.async_zfill) == (1, False)
+    assert mha == tile_for_set(tile_for_pads(64), False, mha=True) and (mha.lean_refill, mha.async_zfill) == (1, False)
     assert [d for d in HEAD_DIM_PADS if not KernelKey("bfloat16", d, "sm_120a").tile.async_zfill] == [80]
