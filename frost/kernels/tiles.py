@@ -246,11 +246,18 @@ class TileConfig:
 # 0.330, d128 0.410 -> 0.387; d80 slower (1.755 -> 1.891): off there. Those ran cp.async's source-size operand; the
 # predicate served (cute_utils.cp_async_16_zfill) measured faster again: gpt-oss causal 2.384 -> 2.372, d160 2.006 ->
 # 1.978, d192 2.139 -> 2.120 (at ptxas's default level, where it spills 4 bytes on sm_90a: compile.TARGET_PTXAS).
+# Lean refills at the other pads (thirty-first session, same method, every set of a pad at once, ms served -> level
+# 2 / level 1): d32 (all sets at 2) MHA B4 H16 causal 0.694 -> 0.677 / 0.700, GQA 2,32,8 causal 0.716 -> 0.676 /
+# 0.709, 128-token window + sink 0.132 -> 0.129 / 0.130, deterministic MHA 0.750 -> 0.746 / 0.740; d48 (all sets at
+# 1) MHA 1.031 -> 1.048 / 1.017, GQA 1.026 -> 1.031 / 1.018, window 0.188 -> 0.185 / 0.183, deterministic 1.148 ->
+# 1.124 / 1.136; d80 MHA 1.762 -> 1.816 / 1.758, GQA 1.692 -> 1.748 / 1.685, window 0.271 -> 0.270 / 0.269 (kept at
+# 0); d96 MHA 2.116 -> 2.127 / 2.121, GQA 2.058 -> 2.047 / 2.059, window 0.331 -> 0.337 / 0.334 (kept at 0; its
+# dq_gemm set: _DQ_GEMM_CHANGES); d160's dq_gemm set (_DQ_GEMM_CHANGES) MHA B2 H16 1.994 -> 1.978 / 1.899.
 _TABLE = {
     32: TileConfig(32, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=32,
-                   rows_per_warp=32),
+                   rows_per_warp=32, lean_refill=2),
     48: TileConfig(48, n_block=128, m_block=32, q_stages=2, do_stages=2, two_pass=False, dq_chunk=48,
-                   rows_per_warp=32),
+                   rows_per_warp=32, lean_refill=1),
     64: TileConfig(64, n_block=128, m_block=32, q_stages=1, do_stages=1, two_pass=False, dq_chunk=64,
                    rows_per_warp=32, dq_red_v4=True, lean_refill=2),
     80: TileConfig(80, n_block=128, m_block=64, q_stages=2, do_stages=2, two_pass=False, dq_chunk=80,
@@ -440,14 +447,18 @@ def tile_for(head_dim_qk: int, head_dim_v: int) -> TileConfig:
 #   step's wait: MHA H16 S4096 bf16 (H200, twenty-second session), B2 causal / non-causal 2.514 / 4.927 -> 2.228 /
 #   4.293 ms, B4 5.097 / 9.837 -> 4.397 / 8.535 (main kernel 2.135 -> 1.849 ms at B2 causal). The atomic set
 #   with dO double-buffered measured 2.707 / 5.310 -> 2.687 / 5.280 ms (B2): its dQ GEMM hides the refills.
-_DQ_GEMM_CHANGES = {160: {"do_stages": 2}}
+# - d96 and d160: lean refills (TileConfig.lean_refill) at level 1 (thirty-first session, H200 bf16, whole backward,
+#   two processes alternating twice, ms served -> level 2 / level 1): d160 MHA B2 H16 S4096 causal 1.994 -> 1.978 /
+#   1.899; d96 GQA 2,32,8 S4096 causal deterministic (which takes this set) 2.151 -> 2.118 / 2.121.
+_DQ_GEMM_CHANGES = {96: {"lean_refill": 1}, 160: {"do_stages": 2, "lean_refill": 1}}
 
 
 # The sets for problems without GQA (compile.KernelKey.mha, compiled with compile.MHA_PTXAS) take these changes to
 # the atomic set's tile. d64 (thirtieth session, H200 bf16, whole backward, same process, MHA B4 H16 S4096 causal /
 # non-causal, ms): 1.245 / 2.309 served before; lean_refill 1 with the branch zero-fill 1.235 / 2.290; the atomic
 # set's lean_refill 2 with async_zfill 1.275 / 2.432 (which GQA takes: gpt-oss causal + sink 2.463 -> 2.396).
-_MHA_CHANGES = {64: {"lean_refill": 1, "async_zfill": False}}
+# Level 1 with the predicate zero-fill (thirty-first session, same method): 1.235 / 2.282 -> 1.213 / 2.250.
+_MHA_CHANGES = {64: {"lean_refill": 1}}
 
 
 def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False, narrow: bool = False,
@@ -469,9 +480,10 @@ def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False, narrow:
 # - d160 in fp16 on sm_90a: the dq_gemm set's double-buffered dO (_DQ_GEMM_CHANGES) spills 8 bytes there (outside
 #   the walk; bf16, and fp16 on SM120, do not), so that set keeps the table's single dO buffer (the atomic set has
 #   it anyway). The dq_gemm set there spills 8 bytes with the cp.async zero-fill (TileConfig.async_zfill) too, so
-#   that target's d160 sets keep the branch.
+#   that target's d160 sets keep the branch, and 16 bytes with lean refills at level 1 (TileConfig.lean_refill,
+#   _DQ_GEMM_CHANGES), so that set refills at level 0 there.
 _TARGET_CHANGES = {("sm_90a", "float16", 128): {"q_stages": 2, "do_stages": 2},
-                   ("sm_90a", "float16", 160): {"do_stages": 1, "async_zfill": False}}
+                   ("sm_90a", "float16", 160): {"do_stages": 1, "async_zfill": False, "lean_refill": 0}}
 # The same for a narrow-band set: d128's atom_skip spills 32 bytes in fp16 on sm_120a (ptxas levels 5-7; bf16 there,
 # and both dtypes on sm_90a, do not), so that set runs without it, and in bf16 there the cp.async zero-fill spills 8
 # bytes (TileConfig.async_zfill); d64's difference mask spills 8 bytes in fp16 on sm_90a (the other three targets do

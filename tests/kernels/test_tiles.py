@@ -189,7 +189,7 @@ def test_a_target_that_spills_a_tile_compiles_its_own_changes():
 def test_the_dq_gemm_set_compiles_its_own_changes_to_a_tile():
     """KernelKey.tile applies tiles._DQ_GEMM_CHANGES to the dq_gemm set only: d160's main kernel double-buffers dO
     there (84 KB, within SM120's limit), except in fp16 on sm_90a (_TARGET_CHANGES: it spills there, and with the
-    cp.async zero-fill too); the atomic and
+    cp.async zero-fill and lean refills too), and refills at lean_refill 1; the atomic and
     ordered sets keep their own tiles, the compile keys differ, and d256's dq_gemm tile is the table's."""
     from frost.kernels.compile import KernelKey
     from frost.kernels.tiles import SMEM_LIMIT_BYTES, tile_for_pads
@@ -245,10 +245,10 @@ def test_16_byte_dq_adds_need_16_column_warp_slices():
 
 
 def test_lean_refills_and_the_async_zero_fill_are_served_where_measured():
-    """TileConfig.lean_refill (0, 1 or 2) is d64's: level 2 on its atomic, ordered and narrow-band sets, level 1 on
-    its MHA set (tiles._MHA_CHANGES, which also keeps the branch zero-fill there); every other pad refills as
-    before. The cp.async zero-fill (async_zfill) is on by default, off at d80 (measured slower) and on the targets
-    where it spills."""
+    """TileConfig.lean_refill (0, 1 or 2) where it measured faster: level 2 on every d32 and d64 set but d64's MHA
+    set (level 1: tiles._MHA_CHANGES), level 1 on every d48 set and on the d96 and d160 dq_gemm sets
+    (_DQ_GEMM_CHANGES); the other sets refill as before. The cp.async zero-fill (async_zfill) is on by default, off
+    at d80 (measured slower) and on the targets where it spills."""
     from frost.kernels.compile import KernelKey
     from frost.kernels.tiles import _TABLE, HEAD_DIM_PADS, tile_for_pads, tile_for_set
 
@@ -257,8 +257,11 @@ def test_lean_refills_and_the_async_zero_fill_are_served_where_measured():
             dataclasses.replace(_TABLE[64], lean_refill=level).check()
     levels = {d: [KernelKey("bfloat16", d, "sm_120a", ordered=o).tile.lean_refill for o in (False, True)]
               for d in HEAD_DIM_PADS}
-    assert levels == {d: [2, 2] if d == 64 else [0, 0] for d in HEAD_DIM_PADS}
-    assert KernelKey("bfloat16", 64, "sm_120a", ordered=True, narrow=True).tile.lean_refill == 2
+    assert levels == {d: [{32: 2, 48: 1, 64: 2}.get(d, 0)] * 2 for d in HEAD_DIM_PADS}
+    assert {d: KernelKey("bfloat16", d, "sm_120a", ordered=True, narrow=True).tile.lean_refill
+            for d in (32, 48, 64, 80, 96, 128)} == {32: 2, 48: 1, 64: 2, 80: 0, 96: 0, 128: 0}
+    assert {d: KernelKey("bfloat16", d, "sm_120a", dq_gemm=True).tile.lean_refill
+            for d in (96, 128, 160, 192, 256)} == {96: 1, 128: 0, 160: 1, 192: 0, 256: 0}
     mha = KernelKey("bfloat16", 64, "sm_120a", mha=True).tile
-    assert mha == tile_for_set(tile_for_pads(64), False, mha=True) and (mha.lean_refill, mha.async_zfill) == (1, False)
+    assert mha == tile_for_set(tile_for_pads(64), False, mha=True) and (mha.lean_refill, mha.async_zfill) == (1, True)
     assert [d for d in HEAD_DIM_PADS if not KernelKey("bfloat16", d, "sm_120a").tile.async_zfill] == [80]
