@@ -450,7 +450,10 @@ def tile_for(head_dim_qk: int, head_dim_v: int) -> TileConfig:
 # - d96 and d160: lean refills (TileConfig.lean_refill) at level 1 (thirty-first session, H200 bf16, whole backward,
 #   two processes alternating twice, ms served -> level 2 / level 1): d160 MHA B2 H16 S4096 causal 1.994 -> 1.978 /
 #   1.899; d96 GQA 2,32,8 S4096 causal deterministic (which takes this set) 2.151 -> 2.118 / 2.121.
-_DQ_GEMM_CHANGES = {96: {"lean_refill": 1}, 160: {"do_stages": 2, "lean_refill": 1}}
+# - d192: lean refills at level 2 (thirty-first session, same method, three rounds, spreads under 0.2 %): MHA B2 H16
+#   S4096 causal / non-causal 2.117 / 4.135 -> 2.097 / 4.110 ms (level 1: 2.107 / 4.122). d256's measured slower
+#   at either level (causal 4.270 -> 4.297 / 4.282), d128's spills 8 bytes on sm_90a at level 1.
+_DQ_GEMM_CHANGES = {96: {"lean_refill": 1}, 160: {"do_stages": 2, "lean_refill": 1}, 192: {"lean_refill": 2}}
 
 
 # The sets for problems without GQA (compile.KernelKey.mha, compiled with compile.MHA_PTXAS) take these changes to
