@@ -50,6 +50,30 @@ def resource_usage(cubin: bytes) -> dict[str, int]:
     return {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
 
 
+def resources_by_function(cubin: bytes) -> dict[str, dict[str, int]]:
+    """Mangled function name -> REG / STACK / SHARED / LOCAL / ... for every kernel of a cubin."""
+    out = _run_on_cubin("cuobjdump", ["--dump-resource-usage"], cubin)
+    found, function = {}, None
+    for line in out.splitlines():
+        head = re.match(r"\s*Function (\S+):", line)
+        if head:
+            function = head.group(1)
+        elif "REG:" in line and function:
+            found[function] = {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
+    return found
+
+
+def functions(sass: str) -> dict[str, str]:
+    """Function name -> its part of the SASS text (nvdisasm opens each with a '//---- .text.<name>' line)."""
+    parts = re.split(r"^//-+ \.text\.(\S+).*$", sass, flags=re.M)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts) - 1, 2)}
+
+
+def instructions(sass: str) -> int:
+    """How many instructions the SASS text holds (lines with an address comment and an opcode)."""
+    return len(re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?[A-Z]", sass))
+
+
 def count(sass: str, mnemonic: str) -> int:
     """How many instructions of the SASS start with `mnemonic` (e.g. "HMMA.16816")."""
     return len(re.findall(r"\b" + re.escape(mnemonic), sass))

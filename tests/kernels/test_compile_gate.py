@@ -18,16 +18,15 @@ too. Compiles run in parallel processes (one per CPU).
 
 Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""
 
-import glob
 import os
 import re
-import shutil
 import subprocess
-import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
+
+from frost.bench.sass import PIP_HINT, find_tool, resources_by_function
 
 pytestmark = pytest.mark.compile_gate
 
@@ -36,15 +35,10 @@ SMEM_LIMIT = 101376
 
 
 def _tool(name: str) -> str:
-    found = shutil.which(name)
-    if found:
-        return found
-    for base in sys.path:
-        hits = glob.glob(os.path.join(base, "nvidia", "*", "bin", name)) + glob.glob(
-            os.path.join(base, "nvidia", "cuda_*", "bin", name))
-        if hits:
-            return hits[0]
-    pytest.fail(f"{name} not found: pip install 'nvidia-cuda-cuobjdump>=13.4,<14' 'nvidia-cuda-nvdisasm>=13.4,<14'")
+    found = find_tool(name)
+    if found is None:
+        pytest.fail(f"{name} not found: {PIP_HINT}")
+    return found
 
 
 def _builds():
@@ -98,25 +92,18 @@ def _kernel_name(function: str) -> str:
     return hits[0]
 
 
-def _resources(cuobjdump: str, cubin: str) -> dict:
+def _resources(cubin: str) -> dict:
     """kernel name -> resource usage, for every function of the one cubin the backward compiles to."""
-    out = subprocess.run([cuobjdump, "--dump-resource-usage", cubin], capture_output=True, text=True,
-                         check=True).stdout
-    found, function = {}, None
-    for line in out.splitlines():
-        head = re.match(r"\s*Function (\S+):", line)
-        if head:
-            function = head.group(1)
-        elif "REG:" in line and function:
-            found[_kernel_name(function)] = {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
-    return found
+    with open(cubin, "rb") as f:
+        return {_kernel_name(function): res for function, res in resources_by_function(f.read()).items()}
 
 
 def test_compile_gate():
     from frost.kernels.compile import MHA_PTXAS
     from frost.kernels.tiles import DQ_GEMM_TILES, narrow_pads, served_pads
 
-    cuobjdump, nvdisasm = _tool("cuobjdump"), _tool("nvdisasm")
+    _tool("cuobjdump")
+    nvdisasm = _tool("nvdisasm")
     served, variants = _builds()
     items = served + variants
     with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -124,7 +111,7 @@ def test_compile_gate():
         problems = []
         for key, label, smem, cubin in built:
             tag = _tag(key, label)
-            resources = _resources(cuobjdump, cubin)
+            resources = _resources(cubin)
             expected = {"preprocess", "main", "dq_convert"} | ({"dq_gemm"} if key.dq_gemm else set())
             if set(resources) != expected:
                 problems.append(f"{tag}: kernels {sorted(resources)} in the cubin, expected {sorted(expected)}")
