@@ -64,3 +64,21 @@ def test_bad_lengths_are_caught_before_the_launch(monkeypatch):
     inputs[graph.sdpa_ops()[0].inputs.seq_len_kv][0] = 1000
     with pytest.raises(TensorError, match="seq_len_kv"):
         _run(graph, inputs, times=1)
+
+
+@pytest.mark.parametrize("seq, deterministic, kind", [(4096, False, ":dqg"), (16384, False, ""),
+                                                        (16384, True, "")])
+def test_the_plan_compiles_the_set_its_problem_runs_on(seq, deterministic, kind):
+    """d256 runs on its dq_gemm set in both modes while the dS workspace (B x H x S x S x 2 bytes) fits
+    DQ_GEMM_MAX_BYTES (2 GiB); past it on the atomic set, or ordered in deterministic mode. The plan compiles, names
+    and persists that set (not the dq_gemm set, with the launch compiling its twin in-process)."""
+    from frost.ir import sdpa_backward_graph
+
+    graph = sdpa_backward_graph(1, 16, seq, 256, dtype="bfloat16", layout="bshd", causal=True,
+                                deterministic=deterministic)
+    with use_compiler("cute_sm120", FakeCompiler(persist=False)) as compiler:
+        plan = api.compile(graph, target="sm_120")
+    (launch,) = plan.kernels
+    assert compiler.compiled == [launch.compile_key]
+    kernel_set = launch.compile_key.split("|")[1]      # engine | kernel set | mode | signatures
+    assert kernel_set.endswith(f":o{int(deterministic and not kind)}{kind}"), kernel_set

@@ -51,15 +51,27 @@ def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
     return (-(-facts.seq_kv // cfg.tile.n_block), facts.heads_kv, facts.batch)
 
 
-def _config(op, facts: Facts, arch: str):
+def _config(op, facts: Facts, arch: str, problem):
     """Causal and alignment live in the config, whether dQ is ordered (its own kernel set: deterministic mode
     and narrow bands) and whether the set tuned for MHA serves it; band bounds, lengths and the sink are call-time
-    values."""
+    values. The config is the one of the set this problem runs on (KernelConfig.for_problem: a dq_gemm set's problem
+    whose dS workspace would pass dq_gemm.DQ_GEMM_MAX_BYTES runs on the ordered or atomic set), so the plan names,
+    compiles and persists the kernels it launches, not a twin that the launch would compile in-process."""
     from frost.kernels import api
 
     return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, bool(op.causal), facts.alignment,
                              arch, band_left=op.band_left, band_right=op.band_right,
-                             deterministic=facts.deterministic, gqa_group=facts.gqa_group)
+                             deterministic=facts.deterministic, gqa_group=facts.gqa_group).for_problem(problem)
+
+
+def _problem(op, facts: Facts):
+    """The plan's launch.Problem: its sizes, scale, band, mode and which optional inputs its calls pass."""
+    from frost.kernels.launch import Problem
+
+    ins = op.inputs
+    return Problem(facts.batch, facts.heads_q, facts.heads_kv, facts.seq_q, facts.seq_kv, facts.attn_scale,
+                   op.band_left, op.band_right, facts.deterministic, ins.seq_len_q is not None,
+                   ins.seq_len_kv is not None, ins.sink is not None, ins.dlse is not None)
 
 
 DSINK_SCRATCH = "dsink_scratch"  # the kernels always write dsink when a sink is given; a graph may not want it
@@ -72,7 +84,8 @@ class CuteSm120Engine:
         from frost.kernels import api
 
         arch = ARCHS[target]
-        cfg = _config(op, facts, arch)
+        problem = _problem(op, facts)
+        cfg = _config(op, facts, arch, problem)
         key = compile_key(ENGINE, api.compile_key(cfg), facts, op_signatures(graph, op))
         compiler = get_compiler(ENGINE)
         kernel = compiler.bind(KERNELS.get(compiler, KernelUnit(ENGINE, key, arch, cfg)), cfg)
@@ -80,13 +93,13 @@ class CuteSm120Engine:
                                                                      facts.seq_kv, heads_kv=facts.heads_kv)]
         if op.inputs.sink is not None and op.outputs.dsink is None:
             regions.append((DSINK_SCRATCH, api.round_up16(facts.heads_q * 4)))
-        run, run_seq_major = _launchers(kernel, op, facts)
+        run, run_seq_major = _launchers(kernel, op, facts, problem)
         return Lowering(kernels=(KernelLaunch(f"{op.name}/backward", key, _grid(cfg, facts)),),
                         workspace=tuple(regions), run=run, device_type=compiler.device_type, aligned_pointers=True,
                         run_seq_major=run_seq_major)
 
 
-def _launchers(kernel, op, facts: Facts):
+def _launchers(kernel, op, facts: Facts, problem):
     """The op's run(tensors, workspace, stream) and its (B, S, H, D)-order twin (Lowering.run_seq_major). The
     kernel set (CompiledBackward, or a test fake with the same ``bind``) is bound to the plan's problem once,
     here: the executor has checked every tensor against the plan before run, so a call only picks the tensors
@@ -99,12 +112,8 @@ def _launchers(kernel, op, facts: Facts):
     scratch = "sink" in optional and "dsink" not in optional
     padded = "seq_len_q" in optional or "seq_len_kv" in optional
     from frost.kernels.api import check_length_values
-    from frost.kernels.launch import Problem
 
-    launch = kernel.bind(Problem(facts.batch, facts.heads_q, facts.heads_kv, facts.seq_q, facts.seq_kv,
-                                 facts.attn_scale, op.band_left, op.band_right, facts.deterministic,
-                                 "seq_len_q" in optional, "seq_len_kv" in optional, "sink" in optional,
-                                 "dlse" in optional))
+    launch = kernel.bind(problem)
 
     def run(tensors: dict, workspace: dict, stream, seq_major: bool = False) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
