@@ -1,7 +1,10 @@
-"""Tile-config variants for tuning runs of bench_kernels.py (--variants); not used by the engine."""
+"""Tile-config variants for tuning runs, not used by the engine: VARIANTS (whole tiles, for bench_kernels.py
+--variants) and CANDIDATES (changes to the kernel set a problem runs on, with that set's ptxas options, for the
+alternating-process A/B runs of ab_variants.py)."""
 
 from dataclasses import replace
 
+from frost.bench.ab import Candidate
 from frost.kernels.tiles import GRID_VARIANTS, TileConfig, tile_for_pads
 
 VARIANTS = {
@@ -74,4 +77,26 @@ VARIANTS = {
     # d160 spill with it (40-96 and 8-24 bytes)
     "d48_lag": TileConfig(48, 128, 32, 2, 2, False, 48, rows_per_warp=32, dq_lag=True),
     "d32_lag": TileConfig(32, 128, 32, 2, 2, False, 32, rows_per_warp=32, dq_lag=True),
+}
+
+
+# Candidates prepared without a GPU (thirty-third session: the device machines were withheld), for the next session
+# that has one to time against the served sets (ab_variants.py) and, if faster, serve and validate.
+_LEVEL6_SM90 = {"sm_90a": "--register-usage-level 6"}
+CANDIDATES = {
+    # d256's dq_gemm set (both modes at head dims 200-256) in one pass instead of two: its main kernel holds no dQ,
+    # so dK and dV (64 x 256 fp32 each: 128 registers a thread for the two, over 8 warps) fit beside V in
+    # registers; the walk then computes S once instead of twice and reads Q and dO once (4 GEMMs a step instead of
+    # 2 + 3). CPU compile check (check_candidates.py): bf16 and fp16 spill-free on sm_120a at
+    # ptxas's default level (255 / 254 registers); bf16 on sm_90a at level 6 (254; 8 bytes of stack at the
+    # default level); fp16 on sm_90a spills 8-16 bytes at levels 4-8, so serving it needs a tiles._TARGET_CHANGES
+    # entry that keeps two passes there. Static SASS of the main kernel (check_candidates.py --served, bf16): HMMA
+    # 160 -> 128, LDSM 120 -> 88, BAR 9 -> 5, instructions 2088 -> 1632 (sm_120a) and 1928 -> 1544 (sm_90a).
+    "d256_dqg_1p": Candidate(256, ("dq_gemm",), {"two_pass": False}, _LEVEL6_SM90,
+                             "spill-free but fp16 on sm_90a (16 bytes)"),
+    # the same with lean refills at level 2 (TileConfig.lean_refill; on the two-pass set they measured slower,
+    # thirty-first session): bf16 sm_120a 255, sm_90a 254 (level 6), fp16 sm_120a 254 registers, no spill; fp16
+    # sm_90a spills 16 bytes at level 6.
+    "d256_dqg_1p_lean2": Candidate(256, ("dq_gemm",), {"two_pass": False, "lean_refill": 2}, _LEVEL6_SM90,
+                                   "spill-free but fp16 on sm_90a (16 bytes)"),
 }

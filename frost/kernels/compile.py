@@ -152,8 +152,10 @@ def _cutlass_dtype(name: str):
     return {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16}[name]
 
 
-def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig | None = None) -> CompiledKernels:
-    """``tile`` overrides the table's tile config for the padded head dim (benchmarks / tuning only)."""
+def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig | None = None,
+                    ptxas_options: str | None = None) -> CompiledKernels:
+    """``tile`` overrides the table's tile config for the padded head dim and ``ptxas_options`` the set's own ptxas
+    options ("": ptxas's defaults), both for benchmarks and tuning only (benchmarks/ab_variants.py)."""
     import cutlass.cute as cute
     from cutlass import Float32, Int32, Int64
     from cutlass.cute.runtime import make_fake_stream, make_ptr
@@ -172,8 +174,9 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
         raise ValueError(f"dtype {key.dtype!r} not in {DTYPES}")
     dt = _cutlass_dtype(key.dtype)
     opts = f"--gpu-arch {key.arch} --enable-tvm-ffi"
-    if key.ptxas_options:
-        opts += f" --ptxas-options '{key.ptxas_options}'"
+    ptxas = key.ptxas_options if ptxas_options is None else ptxas_options
+    if ptxas:
+        opts += f" --ptxas-options '{ptxas}'"
     if keep_cubin:  # the DSL writes kept artifacts into the dump dir (cwd by default): keep them out of the tree
         import tempfile
 
