@@ -97,10 +97,17 @@ def _meta(name: str, t) -> tuple:
     return t.dtype, t.shape, t.stride(), t.device
 
 
+# What each role accepts, for a dtype the IR has no name for (int64 lengths, float8): the IR checks the rest
+_ACCEPTED_DTYPES = {"seq_len_q": "int32", "seq_len_kv": "int32", "lse": "float32", "sink": "float32",
+                    "dlse": "float32"}
+
+
 def _spec(name: str, t: torch.Tensor) -> TensorSpec:
     dtype = str(t.dtype).removeprefix("torch.")
     if dtype not in DTYPE_BYTES:
-        raise TensorError(f"{name}.dtype", t.dtype, "float16, bfloat16, float32 or float64 (int32 for seq_len_*)")
+        raise TensorError(f"{name}.dtype", t.dtype,
+                          _ACCEPTED_DTYPES.get(name, "float16, bfloat16, float32 or float64 (one for q, k, v, out, "
+                                                     "dout)"))
     if name in ROLES_4D:
         t = t.transpose(1, 2)
     return TensorSpec(name=name, shape=tuple(t.shape), strides=tuple(t.stride()), dtype=dtype)

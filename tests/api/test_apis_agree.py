@@ -107,3 +107,9 @@ def test_functional_errors_speak_bshd(data):
         sdpa_backward(q, k[:1], v[:1], out, data["do"], lse)
     with pytest.raises(TensorError, match="window_size"):
         sdpa_backward(q, k, v, out, data["do"], lse, window_size=3)
+    # a dtype the graph IR has no name for: the message says what that role accepts
+    lengths = torch.full((q.shape[0],), q.shape[1], dtype=torch.int64)
+    with pytest.raises(TensorError, match=r"seq_len_q.dtype: got torch.int64; accepted: int32$"):
+        sdpa_backward(q, k, v, out, data["do"], lse, seq_len_q=lengths)
+    with pytest.raises(TensorError, match=r"q.dtype: got torch.int64; accepted: float16, .* \(one for q, k"):
+        sdpa_backward(q.long(), k, v, out, data["do"], lse)
