@@ -17,20 +17,13 @@ from concurrent.futures import ProcessPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-def _kernel(function: str) -> str:
-    """preprocess / main / dq_convert / dq_gemm, from the kernel class in a mangled cubin function name."""
-    for cls, name in (("DqConvert", "dq_convert"), ("DqGemm", "dq_gemm"), ("Preprocess", "preprocess"),
-                      ("BwdMain", "main")):
-        if cls in function:
-            return name
-    return function[:40]
-
 
 def _static_counts(cubin: bytes) -> str:
     """The main kernel's static SASS counts (what a loop body holds of them, a step issues)."""
     from frost.bench.sass import count, disassemble, functions, instructions
+    from frost.kernels.compile import kernel_role
 
-    main = next((text for name, text in functions(disassemble(cubin)).items() if _kernel(name) == "main"), "")
+    main = next((text for name, text in functions(disassemble(cubin)).items() if kernel_role(name) == "main"), "")
     return f"instr {instructions(main)} " + " ".join(f"{op} {count(main, op)}" for op in ("HMMA", "LDSM", "BAR",
                                                                                           "LDGSTS"))
 
@@ -42,14 +35,14 @@ def check(item):
     from bench_variants import CANDIDATES
     from frost.bench.ab import kernel_key
     from frost.bench.sass import resources_by_function
-    from frost.kernels.compile import compile_kernels
+    from frost.kernels.compile import compile_kernels, kernel_role
 
     key, cand = kernel_key(*key_args), CANDIDATES.get(name)
     tag = f"{name:<22} {key_args[1]:<8} {key.arch:<8} {key.dtype:<9}"
     ptxas = cand.ptxas_for(key) if cand else None
     try:
         ks = compile_kernels(key, keep_cubin=True, tile=cand.tile(key) if cand else None, ptxas_options=ptxas)
-        res = {_kernel(f): r for f, r in resources_by_function(ks.cubins["backward"]).items()}
+        res = {kernel_role(f): r for f, r in resources_by_function(ks.cubins["backward"]).items()}
         counts = _static_counts(ks.cubins["backward"])
     except Exception as exc:  # noqa: BLE001 -- a candidate that does not build is a result
         return f"{tag} FAILED {type(exc).__name__}: {str(exc).splitlines()[0][:160]}", False

@@ -45,9 +45,7 @@ def disassemble(cubin: bytes) -> str:
 
 def resource_usage(cubin: bytes) -> dict[str, int]:
     """REG / STACK / SHARED / LOCAL / ... of the (first) kernel in a cubin (cuobjdump --dump-resource-usage)."""
-    out = _run_on_cubin("cuobjdump", ["--dump-resource-usage"], cubin)
-    line = next((ln for ln in out.splitlines() if "REG:" in ln), "")
-    return {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
+    return next(iter(resources_by_function(cubin).values()), {})
 
 
 def resources_by_function(cubin: bytes) -> dict[str, dict[str, int]]:

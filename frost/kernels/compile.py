@@ -129,6 +129,20 @@ def tile_key(t: TileConfig) -> str:
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)
 
+# The kernel classes behind a set's cubin functions (their mangled names hold the class), by the kernel's role
+KERNEL_ROLES = {"PreprocessKernel": "preprocess", "BwdMainKernel": "main", "BwdMainGridKernel": "main",
+                "BwdMainLagKernel": "main", "BwdMainPipeKernel": "main", "BwdMainDsKernel": "main",
+                "BwdMainGridDsKernel": "main", "BwdMainRowsDsKernel": "main",
+                "DqConvertKernel": "dq_convert", "DqGemmKernel": "dq_gemm"}
+
+
+def kernel_role(function: str) -> str:
+    """preprocess / main / dq_convert / dq_gemm: the kernel a cubin function of a set belongs to."""
+    hits = [role for cls, role in KERNEL_ROLES.items() if cls in function]
+    if len(hits) != 1:
+        raise ValueError(f"unknown kernel function {function[:120]}")
+    return hits[0]
+
 
 @dataclass
 class CompiledKernels:

@@ -79,23 +79,12 @@ def _build(item, outdir):
     return key, label, ks.main_smem_bytes, path
 
 
-KERNEL_NAMES = {"PreprocessKernel": "preprocess", "BwdMainKernel": "main", "BwdMainGridKernel": "main",
-                "BwdMainLagKernel": "main", "BwdMainPipeKernel": "main", "BwdMainDsKernel": "main",
-                "BwdMainGridDsKernel": "main", "BwdMainRowsDsKernel": "main",
-                "DqConvertKernel": "dq_convert", "DqGemmKernel": "dq_gemm"}
-
-
-def _kernel_name(function: str) -> str:
-    """The kernel a cubin function belongs to: its mangled name holds the kernel class."""
-    hits = [name for cls, name in KERNEL_NAMES.items() if cls in function]
-    assert len(hits) == 1, f"unknown kernel function {function[:120]}"
-    return hits[0]
-
-
 def _resources(cubin: str) -> dict:
     """kernel name -> resource usage, for every function of the one cubin the backward compiles to."""
+    from frost.kernels.compile import kernel_role
+
     with open(cubin, "rb") as f:
-        return {_kernel_name(function): res for function, res in resources_by_function(f.read()).items()}
+        return {kernel_role(function): res for function, res in resources_by_function(f.read()).items()}
 
 
 def test_compile_gate():
