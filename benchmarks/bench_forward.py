@@ -1,0 +1,135 @@
+"""Forward attention side by side in one process: frost's CuTe-DSL forward (frost.kernels.forward), torch's flash
+SDPA forward and FlashAttention-4's SM120 forward (flash_attn.cute, FLASH_ATTENTION_ARCH=sm_120 on the H200: the
+same-class peer), on the issue-46 shapes. TFLOP/s = 4 * B * Hq * pairs * D (frost.bench.flops: pairs are the
+(query, key) pairs the mask keeps). Peers that cannot run a shape (a sink) are listed as declined. Times are the
+median GPU time of one forward (frost.bench.timing), with SM120's occupancy emulated for frost (arch.py).
+
+    python3 benchmarks/bench_forward.py [--iters 30] [--shapes all|quick]"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from dataclasses import dataclass
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+@dataclass(frozen=True)
+class Shape:
+    name: str
+    b: int
+    hq: int
+    hkv: int
+    s: int
+    d: int
+    causal: bool = False
+    window: int | None = None   # sliding-window left bound (with causal)
+    sink: bool = False
+
+
+SHAPES = (
+    Shape("mha d128", 4, 16, 16, 4096, 128), Shape("mha d128 causal", 4, 16, 16, 4096, 128, True),
+    Shape("mha d64", 4, 16, 16, 4096, 64), Shape("mha d64 causal", 4, 16, 16, 4096, 64, True),
+    Shape("gqa d128 causal", 2, 32, 8, 4096, 128, True),
+    Shape("gpt-oss causal+sink", 2, 64, 8, 4096, 64, True, sink=True),
+    Shape("gpt-oss window128+sink", 2, 64, 8, 4096, 64, True, window=128, sink=True),
+)
+
+
+def _flops(sh: Shape) -> float:
+    from frost.bench.flops import band_pairs
+
+    right = 0 if sh.causal else None
+    return 4.0 * sh.b * sh.hq * sh.d * band_pairs(sh.s, sh.s, sh.window, right)
+
+
+def _inputs(sh: Shape):
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn((sh.b, sh.s, sh.hq, sh.d), generator=g, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn((sh.b, sh.s, sh.hkv, sh.d), generator=g, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn((sh.b, sh.s, sh.hkv, sh.d), generator=g, device="cuda", dtype=torch.bfloat16)
+    sink = torch.randn(sh.hq, generator=g, device="cuda") if sh.sink else None
+    return q, k, v, sink
+
+
+def frost_runner(sh: Shape, q, k, v, sink):
+    import torch
+
+    from frost.kernels.arch import detect_arch
+    from frost.kernels.forward import choose_forward_config, compile_forward
+
+    fwd = compile_forward(choose_forward_config("bfloat16", sh.d, sh.d, detect_arch()))
+    o = torch.empty_like(q).transpose(1, 2)
+    lse = torch.empty((sh.b, sh.hq, sh.s), device="cuda")
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    scale = 1 / math.sqrt(sh.d)
+    return lambda: fwd(qt, kt, vt, o, lse, scale=scale, causal=sh.causal, band_left=sh.window, sink=sink)
+
+
+def torch_runner(sh: Shape, q, k, v, sink):
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    if sink is not None or sh.window is not None:
+        return "declined: no sink / window in torch SDPA flash"
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    gqa = sh.hq != sh.hkv
+
+    def run():
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=sh.causal, enable_gqa=gqa)
+    return run
+
+
+def fa4_runner(sh: Shape, q, k, v, sink):
+    import torch
+
+    if sink is not None:
+        return "declined: FA4's SM120 forward has no learnable sink"
+    os.environ.setdefault("FLASH_ATTENTION_ARCH", "sm_120")
+    os.environ.setdefault("FLASH_ATTENTION_NUM_SMS", str(torch.cuda.get_device_properties(0).multi_processor_count))
+    from flash_attn.cute import flash_attn_func
+
+    window = (sh.window, 0) if sh.window is not None else (None, None)
+    return lambda: flash_attn_func(q, k, v, softmax_scale=1 / math.sqrt(sh.d), causal=sh.causal, window_size=window)
+
+
+def _time(run, iters: int) -> float:
+    from frost.bench.timing import median_ms
+
+    return median_ms(lambda i: run(), 1, warmup=3, iters=iters, max_seconds=5.0).ms
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--iters", type=int, default=30)
+    p.add_argument("--shapes", choices=("all", "quick"), default="all")
+    args = p.parse_args(argv)
+    shapes = SHAPES if args.shapes == "all" else SHAPES[:4]
+    runners = (("frost", frost_runner), ("torch_flash", torch_runner), ("fa4_sm120", fa4_runner))
+    print(f"{'shape':<26}" + "".join(f"{n:>22}" for n, _ in runners) + f"{'frost/fa4':>11}")
+    for sh in shapes:
+        q, k, v, sink = _inputs(sh)
+        cells, ms = [], {}
+        for name, make in runners:
+            try:
+                run = make(sh, q, k, v, sink)
+                if isinstance(run, str):
+                    cells.append(f"{'declined':>22}")
+                    continue
+                ms[name] = _time(run, args.iters)
+                cells.append(f"{ms[name]:>9.3f} ms {_flops(sh) / ms[name] / 1e9:>6.1f} TF")
+            except Exception as e:  # a peer that fails on this machine is reported, not fatal
+                cells.append(f"{'error ' + type(e).__name__:>22}")
+                print(f"  {name} on {sh.name}: {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+        ratio = f"{ms['fa4_sm120'] / ms['frost']:>10.2f}x" if {"frost", "fa4_sm120"} <= ms.keys() else f"{'-':>11}"
+        print(f"{sh.name:<26}" + "".join(cells) + ratio, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Compile key -> the compiled forward kernel for one target arch.
+
+What changes the generated code is the key: dtype, the (Q/K, V) head-dim pads (which fix the tile, tiles.py) and
+the arch. Batch, heads and the GQA group, sequence lengths (full and per batch), logical head dims, strides, the
+scale, the mask (band bounds, alignment) and the sink are runtime arguments, so a new shape never recompiles.
+The kernel is compiled for TVM-FFI (``--enable-tvm-ffi``): its launcher takes pointers as Python ints, scalars as
+Python numbers and the stream as a raw handle. Compiling for an arch other than the device's (or with no GPU) is
+a cross-compile: the result can be inspected (cubin) but not launched."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from frost.kernels.arch import arch_config
+from frost.kernels.forward.tiles import ForwardTile, forward_tile
+
+DTYPES = ("float16", "bfloat16")
+KERNEL_NAME = "FwdKernel"  # the class in the cubin function's mangled name
+LOG2_E = 1.4426950408889634
+
+
+@dataclass(frozen=True)
+class ForwardKey:
+    dtype: str           # "float16" | "bfloat16"
+    head_dim_pad: int
+    head_dim_v_pad: int
+    arch: str            # "sm_120a" | "sm_121a" | "sm_90a"
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype: got {self.dtype!r}; accepted: one of {DTYPES}")
+        arch_config(self.arch)
+        forward_tile(self.head_dim_pad, self.head_dim_v_pad)
+
+    @property
+    def tile(self) -> ForwardTile:
+        return forward_tile(self.head_dim_pad, self.head_dim_v_pad)
+
+    def as_str(self) -> str:
+        t = self.tile
+        return (f"frost.fwd.v1:{self.arch}:{self.dtype}:d{t.head_dim_pad}v{t.head_dim_v_pad}"
+                f":m{t.m_block}n{t.n_block}w{t.num_warps}b{t.min_blocks}")
+
+
+@dataclass
+class CompiledForwardKernel:
+    key: ForwardKey
+    forward: object         # launcher: the raw tvm_ffi.Function (or the compile result for a cross-compile)
+    smem_bytes: int
+    cubin: bytes | None = None
+    compiled: object = field(default=None, repr=False)
+
+
+def _launcher(compiled):
+    raw = compiled.__tvm_ffi_object__()
+    return compiled if raw is None else raw
+
+
+def compile_forward_kernel(key: ForwardKey, keep_cubin: bool = False) -> CompiledForwardKernel:
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass import Float32, Int32, Int64
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    from frost.kernels.forward.kernel import FwdKernel
+
+    dt = {"float16": cutlass.Float16, "bfloat16": cutlass.BFloat16}[key.dtype]
+    opts = f"--gpu-arch {key.arch} --enable-tvm-ffi"
+    if keep_cubin:  # the DSL writes kept artifacts into the dump dir: keep them out of the tree
+        import tempfile
+
+        opts += f" --keep-cubin --dump-dir {tempfile.mkdtemp(prefix='frost-fwd-cubin-')}"
+
+    def ptr(t, align=16):
+        return make_ptr(t, align, cute.AddressSpace.gmem, assumed_align=align)
+
+    kernel = FwdKernel(dt, key.tile, arch_config(key.arch))
+    # q k v o (io), lse (fp32), seq_len_q, seq_len_kv (int32), sink (fp32); 7 sizes, 15 strides, scale_log2,
+    # band_left, band_right, flags, stream
+    ptrs = [ptr(dt)] * 4 + [ptr(Float32, 4), ptr(Int32, 4), ptr(Int32, 4), ptr(Float32, 4)]
+    compiled = cute.compile(kernel, *ptrs, *[Int32(1)] * 7, *[Int64(8)] * 15, Float32(1.0), *[Int32(0)] * 3,
+                            make_fake_stream(), options=opts)
+    cubin = compiled.__cubin__ if keep_cubin else None
+    return CompiledForwardKernel(key, _launcher(compiled), kernel.smem_bytes, cubin, compiled)
+
+
+_CACHE: dict = {}
+_LOCK = threading.Lock()
+
+
+def get_forward_kernel(key: ForwardKey) -> CompiledForwardKernel:
+    """In-process cache of compiled forward kernels."""
+    with _LOCK:
+        hit = _CACHE.get(key)
+    if hit is None:
+        hit = compile_forward_kernel(key)
+        with _LOCK:
+            hit = _CACHE.setdefault(key, hit)
+    return hit

@@ -1,0 +1,75 @@
+"""Compile gate of the forward kernel (CPU, no GPU): builds every forward set (tiles.served_forward_pads: the nine
+pads with V padded like Q/K, plus 192/128) for both dtypes and both targets (sm_120a, sm_90a), and checks the
+machine code: HMMA (mma.sync) and LDSM (ldmatrix) in the SASS, no local memory (no spills, no stack frame), and
+shared memory within the SM120 limit (99 KB). Compiles run in parallel processes (one per CPU).
+
+Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""
+
+import os
+import re
+import subprocess
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+
+from frost.bench.sass import PIP_HINT, find_tool, resources_by_function
+
+pytestmark = pytest.mark.compile_gate
+
+ARCHS = ("sm_120a", "sm_90a")
+SMEM_LIMIT = 101376
+
+
+def _tool(name: str) -> str:
+    found = find_tool(name)
+    if found is None:
+        pytest.fail(f"{name} not found: {PIP_HINT}")
+    return found
+
+
+def _keys():
+    from frost.kernels.forward.compile import DTYPES, ForwardKey
+    from frost.kernels.forward.tiles import served_forward_pads
+
+    return [ForwardKey(dt, d, dv, arch) for arch in ARCHS for dt in DTYPES for d, dv in served_forward_pads()]
+
+
+def _build(key, outdir):
+    """Child process: compile one forward set, write its cubin; return (key, smem bytes, cubin path)."""
+    from frost.kernels.forward.compile import compile_forward_kernel
+
+    k = compile_forward_kernel(key, keep_cubin=True)
+    path = os.path.join(outdir, key.as_str().replace(":", "_").replace(".", "_") + ".cubin")
+    with open(path, "wb") as f:
+        f.write(k.cubin)
+    return key, k.smem_bytes, path
+
+
+def test_forward_compile_gate():
+    from frost.kernels.forward.compile import KERNEL_NAME
+
+    _tool("cuobjdump")
+    nvdisasm = _tool("nvdisasm")
+    keys = _keys()
+    with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        built = list(pool.map(_build, keys, [tmp] * len(keys)))
+        problems = []
+        for key, smem, cubin in built:
+            tag = key.as_str()
+            with open(cubin, "rb") as f:
+                resources = resources_by_function(f.read())
+            if len(resources) != 1 or KERNEL_NAME not in next(iter(resources)):
+                problems.append(f"{tag}: functions {[name[:80] for name in resources]}, expected one {KERNEL_NAME}")
+            for res in resources.values():
+                if res["STACK"] or res["LOCAL"]:
+                    problems.append(f"{tag}: local memory (spill/stack) {res}")
+                if smem + res["SHARED"] > SMEM_LIMIT:
+                    problems.append(f"{tag}: shared memory {smem} + {res['SHARED']} > {SMEM_LIMIT}")
+            sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True, check=True).stdout
+            if re.search(r"\b(STL|LDL)\b", sass):
+                problems.append(f"{tag}: local-memory instructions (STL/LDL) in the SASS")
+            if "HMMA.16816.F32" not in sass or "LDSM.16" not in sass:
+                problems.append(f"{tag}: no HMMA.16816.F32 / LDSM in the SASS")
+        assert not problems, "\n".join(problems)
+    assert len(built) == len(keys) == 2 * 2 * 10
