@@ -4,7 +4,9 @@ same-class peer), on the issue-46 shapes. TFLOP/s = 4 * B * Hq * pairs * D (fros
 (query, key) pairs the mask keeps). Peers that cannot run a shape (a sink) are listed as declined. Times are the
 median GPU time of one forward (frost.bench.timing), with SM120's occupancy emulated for frost (arch.py).
 
-    python3 benchmarks/bench_forward.py [--iters 30] [--shapes all|quick]"""
+    python3 benchmarks/bench_forward.py [--iters 30] [--shapes all|quick] [--variants]
+
+``--variants`` times frost's tile alternatives (VARIANTS) on the d64 / d128 shapes instead of the peers."""
 
 from __future__ import annotations
 
@@ -39,6 +41,11 @@ SHAPES = (
 )
 
 
+# (m_block, n_block, warps, min_blocks, kv_stages) alternatives per head dim; the first is the table's
+VARIANTS = {64: ((128, 64, 4, 2, 2), (128, 64, 4, 2, 1), (128, 64, 8, 1, 2), (64, 64, 4, 2, 2), (128, 128, 8, 1, 2)),
+            128: ((128, 64, 8, 1, 2), (128, 64, 8, 1, 1), (64, 64, 4, 1, 2), (128, 32, 8, 1, 2))}
+
+
 def _flops(sh: Shape) -> float:
     from frost.bench.flops import band_pairs
 
@@ -57,13 +64,20 @@ def _inputs(sh: Shape):
     return q, k, v, sink
 
 
-def frost_runner(sh: Shape, q, k, v, sink):
+def frost_runner(sh: Shape, q, k, v, sink, tile=None):
     import torch
 
     from frost.kernels.arch import detect_arch
     from frost.kernels.forward import choose_forward_config, compile_forward
+    from frost.kernels.forward.api import CompiledForward
+    from frost.kernels.forward.compile import compile_forward_kernel
+    from frost.kernels.forward.tiles import ForwardTile
 
-    fwd = compile_forward(choose_forward_config("bfloat16", sh.d, sh.d, detect_arch()))
+    cfg = choose_forward_config("bfloat16", sh.d, sh.d, detect_arch())
+    if tile is None:
+        fwd = compile_forward(cfg)
+    else:
+        fwd = CompiledForward(cfg, compile_forward_kernel(cfg.key, tile=ForwardTile(sh.d, sh.d, *tile)))
     o = torch.empty_like(q).transpose(1, 2)
     lse = torch.empty((sh.b, sh.hq, sh.s), device="cuda")
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
@@ -105,11 +119,32 @@ def _time(run, iters: int) -> float:
     return median_ms(lambda i: run(), 1, warmup=3, iters=iters, max_seconds=5.0).ms
 
 
+def variants(iters: int) -> None:
+    """frost's tile alternatives side by side on the d64 / d128 shapes."""
+    for d, tiles in VARIANTS.items():
+        shapes = [sh for sh in SHAPES if sh.d == d]
+        print(f"d{d} (m, n, warps, min_blocks, stages): " + "  ".join(sh.name for sh in shapes))
+        inputs = [_inputs(sh) for sh in shapes]
+        for tile in tiles:
+            cells = []
+            for sh, (q, k, v, sink) in zip(shapes, inputs):
+                try:
+                    ms = _time(frost_runner(sh, q, k, v, sink, tile), iters)
+                    cells.append(f"{ms:>8.3f} ms {_flops(sh) / ms / 1e9:>6.1f} TF")
+                except Exception as e:
+                    cells.append(f"error {type(e).__name__}: {str(e)[:60]}")
+            print(f"  {str(tile):<24}" + "".join(cells), flush=True)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iters", type=int, default=30)
     p.add_argument("--shapes", choices=("all", "quick"), default="all")
+    p.add_argument("--variants", action="store_true")
     args = p.parse_args(argv)
+    if args.variants:
+        variants(args.iters)
+        return
     shapes = SHAPES if args.shapes == "all" else SHAPES[:4]
     runners = (("frost", frost_runner), ("torch_flash", torch_runner), ("fa4_sm120", fa4_runner))
     print(f"{'shape':<26}" + "".join(f"{n:>22}" for n, _ in runners) + f"{'frost/fa4':>11}")

@@ -40,7 +40,7 @@ class ForwardKey:
     def as_str(self) -> str:
         t = self.tile
         return (f"frost.fwd.v1:{self.arch}:{self.dtype}:d{t.head_dim_pad}v{t.head_dim_v_pad}"
-                f":m{t.m_block}n{t.n_block}w{t.num_warps}b{t.min_blocks}")
+                f":m{t.m_block}n{t.n_block}w{t.num_warps}b{t.min_blocks}s{t.kv_stages}")
 
 
 @dataclass
@@ -57,7 +57,9 @@ def _launcher(compiled):
     return compiled if raw is None else raw
 
 
-def compile_forward_kernel(key: ForwardKey, keep_cubin: bool = False) -> CompiledForwardKernel:
+def compile_forward_kernel(key: ForwardKey, keep_cubin: bool = False,
+                           tile: ForwardTile | None = None) -> CompiledForwardKernel:
+    """``tile`` overrides the table's tile of the key's pads (benchmarks and tuning only)."""
     import cutlass
     import cutlass.cute as cute
     from cutlass import Float32, Int32, Int64
@@ -75,7 +77,7 @@ def compile_forward_kernel(key: ForwardKey, keep_cubin: bool = False) -> Compile
     def ptr(t, align=16):
         return make_ptr(t, align, cute.AddressSpace.gmem, assumed_align=align)
 
-    kernel = FwdKernel(dt, key.tile, arch_config(key.arch))
+    kernel = FwdKernel(dt, tile or key.tile, arch_config(key.arch))
     # q k v o (io), lse (fp32), seq_len_q, seq_len_kv (int32), sink (fp32); 7 sizes, 15 strides, scale_log2,
     # band_left, band_right, flags, stream
     ptrs = [ptr(dt)] * 4 + [ptr(Float32, 4), ptr(Int32, 4), ptr(Int32, 4), ptr(Float32, 4)]

@@ -43,6 +43,7 @@ class FwdKernel:
         self.dtype, self.tile, self.arch = dtype, tile, arch
         self.M, self.N, self.D, self.DV = tile.m_block, tile.n_block, tile.head_dim_pad, tile.head_dim_v_pad
         self.num_threads = tile.num_threads
+        self.stages = tile.kv_stages
         self.q_threads = cu.copy_threads(self.num_threads, self.M, self.D)
         assert all(cu.copy_threads(self.num_threads, self.N, c) == self.num_threads for c in (self.D, self.DV)), tile
         self.smem_bytes = None  # filled at trace time
@@ -77,8 +78,9 @@ class FwdKernel:
             smem=launch_smem_bytes(self.arch, self.smem_bytes), preferred_smem_carveout=100)
 
     def _smem_layouts(self):
-        return SimpleNamespace(Q=cu.smem_tile_layout(self.M, self.D), K=cu.smem_tile_layout(self.N, self.D),
-                               V=cu.smem_tile_layout(self.N, self.DV))
+        return SimpleNamespace(Q=cu.smem_tile_layout(self.M, self.D),
+                               K=cu.smem_tile_layout(self.N, self.D, self.stages),
+                               V=cu.smem_tile_layout(self.N, self.DV, self.stages))
 
     def _storage_cls(self):
         smem = self._smem_layouts()
@@ -115,7 +117,9 @@ class FwdKernel:
         cu.load_tile_zfill_by(self.q_threads, self.num_threads, tidx, ld.copy_q, ld.tQgQ, ld.tQsQ, ld.tQcQ,
                               seqlen_q, mQ.shape[3], True)
         if n_iter > 0:
-            self._load_kv(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, n_end - 1, seqlen_kv, mK.shape[3])
+            self._load_kv(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, n_end - 1, 0, seqlen_kv, mK.shape[3])
+            if cutlass.const_expr(self.stages == 2):
+                self._load_kv(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, n_end - 1, 0, seqlen_kv, mV.shape[3])
         cute.arch.cp_async_commit_group()
 
         acc_o = cute.make_rmem_tensor(mm.thr.partition_shape_C((self.M, self.DV)), Float32)
@@ -125,27 +129,13 @@ class FwdKernel:
         row_sum = cute.make_rmem_tensor(cute.make_layout(rows), Float32)
         row_max.fill(NEG_INF)
         row_sum.fill(0.0)
+        soft = SimpleNamespace(mask=mask, m_block=m_block, scale_log2=scale_log2, row_max=row_max, row_sum=row_sum)
+        kv = SimpleNamespace(ld=ld, seqlen_kv=seqlen_kv, d=mK.shape[3], dv=mV.shape[3])
         for it in cutlass.range(0, n_iter, 1):
-            n_block = n_end - 1 - it
-            cute.arch.cp_async_wait_group(0)
-            cute.arch.sync_threads()  # K landed; every warp is done with the last V
-            self._load_kv(ld.copy, ld.tVgV, ld.tVsV, ld.tVcV, n_block, seqlen_kv, mV.shape[3])
-            cute.arch.cp_async_commit_group()
-            acc_s = cute.make_rmem_tensor(mm.thr.partition_shape_C((self.M, self.N)), Float32)
-            acc_s.fill(0.0)
-            cu.gemm_ss(mm.tiled, acc_s, mm.cA, mm.sQ, mm.rQ, mm.rQ_v, mm.cB, mm.sK, mm.rK, mm.rK_v)
-            s_mn = cu.acc_mn_view(acc_s)
-            scale_scores(s_mn, scale_log2)
-            if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
-                hide_scores(mask, s_mn, cu.acc_mn_view(mm.cS), m_block, n_block, self.M, self.N)
-            online_softmax(s_mn, cu.acc_mn_view(acc_o), row_max, row_sum)
-            rP = cu.convert(acc_s, self.dtype)
-            cute.arch.cp_async_wait_group(0)
-            cute.arch.sync_threads()  # V landed; every warp is done with this K
-            if it + 1 < n_iter:
-                self._load_kv(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, n_block - 1, seqlen_kv, mK.shape[3])
-            cute.arch.cp_async_commit_group()
-            cu.gemm_rs(mm.tiled, acc_o, cu.acc_as_a_operand(rP), mm.cBt, mm.sVt, mm.rVt, mm.rVt_v)
+            if cutlass.const_expr(self.stages == 2):
+                self._step_pipelined(mm, kv, soft, acc_o, it, n_end - 1 - it, it + 1 < n_iter)
+            else:
+                self._step_single(mm, kv, soft, acc_o, n_end - 1 - it, it + 1 < n_iter)
         cute.arch.cp_async_wait_group(0)
 
         sink2 = Float32(NEG_INF)
@@ -180,10 +170,11 @@ class FwdKernel:
             tVgV=thr_v.partition_S(g.gV), tVsV=thr_v.partition_D(sV), tVcV=thr_v.partition_S(g.cV))
 
     @cute.jit
-    def _load_kv(self, copy, t_src, t_dst, t_coord, n_block, seqlen_kv, cols):
-        """cp.async KV tile ``n_block`` (keys past ``seqlen_kv`` and columns past ``cols`` zero-filled)."""
-        cu.load_tile_zfill(copy, t_src[None, None, None, n_block], t_dst, t_coord[None, None, None, n_block],
-                           seqlen_kv, cols, True)
+    def _load_kv(self, copy, t_src, t_dst, t_coord, n_block, stage, seqlen_kv, cols):
+        """cp.async KV tile ``n_block`` into ``stage`` (keys past ``seqlen_kv`` and columns past ``cols``
+        zero-filled)."""
+        cu.load_tile_zfill(copy, t_src[None, None, None, n_block], t_dst[None, None, None, stage],
+                           t_coord[None, None, None, n_block], seqlen_kv, cols, True)
 
     def _mma_operands(self, sQ, sK, sV, tidx):
         op = warp.MmaF16BF16Op(self.dtype, Float32, (16, 8, 16))
@@ -195,15 +186,62 @@ class FwdKernel:
         cA = cute.make_tiled_copy_A(ldsm, tiled).get_slice(tidx)
         cB = cute.make_tiled_copy_B(ldsm, tiled).get_slice(tidx)
         cBt = cute.make_tiled_copy_B(ldsm_t, tiled).get_slice(tidx)
-        sVt = cu.transpose_view(sV, self.N, self.DV)
+        sVt = cu.transpose_view(sV, self.N, self.DV, self.stages)
         rQ = thr.make_fragment_A(thr.partition_A(sQ))
-        rK = thr.make_fragment_B(thr.partition_B(sK))
-        rVt = thr.make_fragment_B(thr.partition_B(sVt))
+        rK = thr.make_fragment_B(thr.partition_B(sK[None, None, 0]))
+        rVt = thr.make_fragment_B(thr.partition_B(sVt[None, None, 0]))
         return SimpleNamespace(
             tiled=tiled, thr=thr, cA=cA, cB=cB, cBt=cBt,
             cS=thr.partition_C(cute.make_identity_tensor((self.M, self.N))),
             cO=thr.partition_C(cute.make_identity_tensor((self.M, self.DV))),
             **cu.ldsm_operands({"Q": (cA, rQ, sQ), "K": (cB, rK, sK), "Vt": (cBt, rVt, sVt)}))
+
+    # ------------------------------------------------------------------------------------------------ one KV tile
+    @cute.jit
+    def _step_pipelined(self, mm, kv, soft, acc_o, it, n_block, has_next):
+        """Two K/V stages: this tile's K and V landed during the last step; the next tile's load into the other
+        stage as soon as every warp is done with it (one barrier a step)."""
+        stage = it % 2
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.sync_threads()  # this tile landed; every warp is done with the other stage
+        if has_next:
+            self._load_kv(kv.ld.copy, kv.ld.tKgK, kv.ld.tKsK, kv.ld.tKcK, n_block - 1, 1 - stage, kv.seqlen_kv, kv.d)
+            self._load_kv(kv.ld.copy_v, kv.ld.tVgV, kv.ld.tVsV, kv.ld.tVcV, n_block - 1, 1 - stage, kv.seqlen_kv,
+                          kv.dv)
+        cute.arch.cp_async_commit_group()
+        rP = self._scores_to_probs(mm, soft, acc_o, n_block, stage)
+        cu.gemm_rs(mm.tiled, acc_o, cu.acc_as_a_operand(rP), mm.cBt, mm.sVt[None, None, None, stage], mm.rVt,
+                   mm.rVt_v)
+
+    @cute.jit
+    def _step_single(self, mm, kv, soft, acc_o, n_block, has_next):
+        """One K and one V buffer: V loads while Q.K^T runs, the next K while P.V runs (two barriers a step)."""
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.sync_threads()  # K landed; every warp is done with the last V
+        self._load_kv(kv.ld.copy_v, kv.ld.tVgV, kv.ld.tVsV, kv.ld.tVcV, n_block, 0, kv.seqlen_kv, kv.dv)
+        cute.arch.cp_async_commit_group()
+        rP = self._scores_to_probs(mm, soft, acc_o, n_block, 0)
+        cute.arch.cp_async_wait_group(0)
+        cute.arch.sync_threads()  # V landed; every warp is done with this K
+        if has_next:
+            self._load_kv(kv.ld.copy, kv.ld.tKgK, kv.ld.tKsK, kv.ld.tKcK, n_block - 1, 0, kv.seqlen_kv, kv.d)
+        cute.arch.cp_async_commit_group()
+        cu.gemm_rs(mm.tiled, acc_o, cu.acc_as_a_operand(rP), mm.cBt, mm.sVt[None, None, None, 0], mm.rVt, mm.rVt_v)
+
+    @cute.jit
+    def _scores_to_probs(self, mm, soft, acc_o, n_block, stage):
+        """S = Q.K^T of KV tile ``n_block`` (K in ``stage``), masked where the tile straddles a bound, through the
+        online softmax: P in the io dtype (accumulator layout); O rescaled."""
+        acc_s = cute.make_rmem_tensor(mm.thr.partition_shape_C((self.M, self.N)), Float32)
+        acc_s.fill(0.0)
+        cu.gemm_ss(mm.tiled, acc_s, mm.cA, mm.sQ, mm.rQ, mm.rQ_v, mm.cB, mm.sK[None, None, None, stage], mm.rK,
+                   mm.rK_v)
+        s_mn = cu.acc_mn_view(acc_s)
+        scale_scores(s_mn, soft.scale_log2)
+        if soft.mask.tile_needs_mask(soft.m_block, n_block, self.M, self.N):
+            hide_scores(soft.mask, s_mn, cu.acc_mn_view(mm.cS), soft.m_block, n_block, self.M, self.N)
+        online_softmax(s_mn, cu.acc_mn_view(acc_o), soft.row_max, soft.row_sum)
+        return cu.convert(acc_s, self.dtype)
 
     # ------------------------------------------------------------------------------------------------ epilogue
     @cute.jit

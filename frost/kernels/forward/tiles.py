@@ -3,9 +3,10 @@
 Head dims are any multiple of 8 up to 256, padded like the backward's (tiles.pad_head_dim: 32, 48, 64, 80, 96,
 128, 160, 192, 256); V is padded on its own (Dv <= Dqk, e.g. 192/128). A CTA owns ``m_block`` query rows of one
 (batch, head) and walks ``n_block`` keys a step; each warp owns 16 * (m_block / 16 / warps) whole query rows, so
-the softmax row reductions stay inside a lane quad. Shared memory holds one Q tile and one K and one V tile: the
-next K tile loads while this step's P.V runs and the V tile loads while this step's Q.K^T runs (two barriers a
-step), which keeps every pad within SM120's 99 KB with room for a second CTA at the smaller pads."""
+the softmax row reductions stay inside a lane quad. Shared memory holds one Q tile and ``kv_stages`` K and V
+tiles: with two, the next K and V load during this step (one barrier a step); with one, the next K loads while
+this step's P.V runs and the V tile while its Q.K^T runs (two barriers a step). Every tile stays within SM120's
+99 KB."""
 
 from __future__ import annotations
 
@@ -23,15 +24,16 @@ class ForwardTile:
     n_block: int         # keys per step of the walk
     num_warps: int = 4
     min_blocks: int = 1  # CTAs per SM the register budget is compiled for
+    kv_stages: int = 2   # K/V buffers: 2 = the next tile loads during this one (one barrier a step)
 
     @property
     def num_threads(self) -> int:
         return 32 * self.num_warps
 
     def smem_bytes(self, elem_bytes: int = 2) -> int:
-        """Q, K and V tiles, each 1024-byte aligned (the swizzle)."""
-        tiles = (self.m_block * self.head_dim_pad, self.n_block * self.head_dim_pad,
-                 self.n_block * self.head_dim_v_pad)
+        """Q, K and V tiles (K and V per stage), each 1024-byte aligned (the swizzle)."""
+        tiles = (self.m_block * self.head_dim_pad, self.kv_stages * self.n_block * self.head_dim_pad,
+                 self.kv_stages * self.n_block * self.head_dim_v_pad)
         return sum(-(-n * elem_bytes // 1024) * 1024 for n in tiles)
 
     def check(self) -> None:
@@ -39,17 +41,21 @@ class ForwardTile:
             raise ValueError(f"{self}: m_block must be a multiple of 16 rows per warp")
         if self.n_block % 16 or self.head_dim_pad % 16 or self.head_dim_v_pad % 16:
             raise ValueError(f"{self}: n_block and the head-dim pads must be multiples of 16 (mma k16 / n16 steps)")
+        if self.kv_stages not in (1, 2):
+            raise ValueError(f"{self}: kv_stages must be 1 or 2")
         if self.head_dim_v_pad > self.head_dim_pad:
             raise ValueError(f"{self}: the V pad must not exceed the Q/K pad")
         if self.smem_bytes() > SMEM_LIMIT_BYTES:
             raise ValueError(f"{self}: {self.smem_bytes()} bytes of shared memory > {SMEM_LIMIT_BYTES}")
 
 
-# (m_block, n_block, warps, min_blocks) per Q/K pad. A 16-column swizzle atom (pads 48 and 80) is copied by two
-# threads per row, so its tiles need 64 rows for 128 threads.
-_SHAPES = {32: (128, 128, 4, 2), 48: (128, 64, 4, 2), 64: (128, 64, 4, 2), 80: (128, 64, 4, 1),
-           96: (128, 64, 8, 1), 128: (128, 64, 8, 1), 160: (64, 64, 4, 1), 192: (64, 64, 4, 1),
-           256: (64, 32, 4, 1)}
+# (m_block, n_block, warps, min_blocks, kv_stages) per Q/K pad. A 16-column swizzle atom (pads 48 and 80) is copied
+# by two threads per row, so its tiles need 64 rows for 128 threads. 32 query rows per warp (m_block = 128 over 4
+# warps) spill at d80 (sm_90a) and with 128-key tiles at d32; 64-row tiles keep the O accumulator of the wide pads
+# in registers.
+_SHAPES = {32: (128, 64, 4, 2, 2), 48: (128, 64, 4, 2, 2), 64: (128, 64, 4, 2, 2), 80: (64, 64, 4, 2, 1),
+           96: (128, 64, 8, 1, 2), 128: (128, 64, 8, 1, 2), 160: (64, 32, 4, 1, 2), 192: (64, 32, 4, 1, 2),
+           256: (64, 32, 4, 1, 2)}
 
 
 def forward_tile(head_dim_pad: int, head_dim_v_pad: int) -> ForwardTile:
@@ -59,8 +65,7 @@ def forward_tile(head_dim_pad: int, head_dim_v_pad: int) -> ForwardTile:
     if head_dim_v_pad not in HEAD_DIM_PADS or head_dim_v_pad > head_dim_pad:
         raise ValueError(f"head_dim_v_pad: got {head_dim_v_pad}; accepted: a pad in {HEAD_DIM_PADS} up to "
                          f"{head_dim_pad}")
-    m, n, warps, min_blocks = _SHAPES[head_dim_pad]
-    tile = ForwardTile(head_dim_pad, head_dim_v_pad, m, n, warps, min_blocks)
+    tile = ForwardTile(head_dim_pad, head_dim_v_pad, *_SHAPES[head_dim_pad])
     tile.check()
     return tile
 
