@@ -28,10 +28,10 @@ v_t = torch.randn(B, S, Hkv, D, dtype=torch.bfloat16, device=device)
 sink_t = torch.zeros(Hq, device=device)
 o_t, lse_t = frost.attention(q_t, k_t, v_t, sink=sink_t, causal=True, window_size=(128, None),
                              causal_alignment="bottom_right", return_lse=True)
-bhsd = lambda t: t.transpose(1, 2)    # noqa: E731 -- the graph's logical (B, H, S, D) view of a BSHD tensor
+bshd = {"q": q_t, "k": k_t, "v": v_t, "o": o_t, "do": torch.randn_like(o_t)}
+tensors = {name: t.transpose(1, 2) for name, t in bshd.items()}   # the graph's logical (B, H, S, D) views
 
 outputs = plan.new_outputs(device)    # caller-owned outputs and workspace: allocate once, reuse every step
 workspace = plan.new_workspace(device)
-plan.execute({"q": bhsd(q_t), "k": bhsd(k_t), "v": bhsd(v_t), "o": bhsd(o_t), "do": bhsd(torch.randn_like(o_t)),
-              "lse": lse_t, "sink": sink_t, **outputs}, workspace=workspace)   # no allocation, no sync
+plan.execute({**tensors, "lse": lse_t, "sink": sink_t, **outputs}, workspace=workspace)   # no allocation, no sync
 dq, dsink = outputs[grads.dq], outputs[grads.dsink]   # dq: logical (B, Hq, S, D), BSHD in memory
