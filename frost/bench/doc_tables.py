@@ -109,7 +109,8 @@ def full_table(report: Report) -> str:
         timed = [f"{frost.ms:.3f}", f"{frost.tflops:.1f}",
                  f"{frost.tflops / roof:.0%}" if roof else "-"] if frost else ["-", "-", "-"]
         rows.append([case["name"], case_shape(case), *timed, *(_vs(frost, results, p) for p in peers)])
-    header = ["case", "shape", "frost ms", "frost TFLOP/s", "of ceiling", *(f"vs {PEER_LABELS.get(p, p)}" for p in peers)]
+    header = ["case", "shape", "frost ms", "frost TFLOP/s", "of ceiling",
+              *(f"vs {PEER_LABELS.get(p, p)}" for p in peers)]
     ceiling = f" The mma.sync ceiling (registers only) measured {roof:.0f} TFLOP/s." if roof else ""
     return caption(report) + ceiling + "\n\n" + _grid(header, rows)
 
