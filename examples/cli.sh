@@ -1,0 +1,7 @@
+frost demo --seq 128 --head-dim 96                          # other shapes; --device cpu or cuda (default: cuda if any)
+frost probe examples/gpt_oss_layer.json --target sm_120     # can sm_120 serve this graph? exit 0 yes, 1 no, 2 bad input
+frost probe examples/gpt_oss_layer.json --json              # this machine; the report as JSON
+frost support-matrix --output -                             # what each engine serves (docs/support_matrix.md)
+frost schema                                                # the graph JSON schema
+frost cache                                                 # the on-disk kernel and report cache (--prune, --clear)
+frost bench --suite issue7 --ceiling --out docs/bench       # GPU only: frost against its peers, in one process

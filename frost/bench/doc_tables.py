@@ -1,0 +1,168 @@
+"""Markdown speed tables for README.md and docs/performance.md, generated from a saved `frost bench` JSON file.
+
+The docs quote the run in docs/bench/ through these tables only, so a number in the docs is a number of that run,
+and tests/docs checks that each file's table equals a fresh generation. Light on import (no torch).
+
+    python3 -m frost.bench.doc_tables            # rewrite the tables between their markers
+    python3 -m frost.bench.doc_tables --check    # exit 1 when a file's table differs from the JSON's
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Callable
+
+from frost.bench.report import Report, Result, ceiling_tflops, ratio
+from frost.errors import FrostError
+
+BENCH_JSON = "docs/bench/bench_issue7_bf16.json"
+# backend name in the JSON -> column label; the same-class peers (built for SM120-class parts) first
+PEER_LABELS = {"torch-flash": "FA2 (torch flash)", "fa4": "FA4 (SM120 kernels)",
+               "torch-cudnn": "cuDNN (sm_90 kernels)", "torch-efficient": "torch mem-efficient"}
+README_PEERS = ("torch-flash", "fa4", "torch-cudnn")
+
+
+class DocTableError(FrostError):
+    """A bench file without what a table needs, or a doc without the markers a table goes between."""
+
+
+def begin_marker(name: str) -> str:
+    return f"<!-- BEGIN GENERATED {name} (python3 -m frost.bench.doc_tables) -->"
+
+
+def end_marker(name: str) -> str:
+    return f"<!-- END GENERATED {name} -->"
+
+
+def load_report(path: str | Path) -> Report:
+    with open(path, encoding="utf-8") as fh:
+        report = Report.from_dict(json.load(fh))
+    for key in ("date", "device", "dtype"):
+        if not report.meta.get(key):
+            raise DocTableError(f"{path}: meta.{key} is missing; a table names the run's {key} "
+                                f"(add \"{key}\" to the file's meta)")
+    return report
+
+
+def case_shape(case: dict) -> str:
+    """The case's problem in the docs' words: batch, heads (q/kv), lengths, head dims, mask, sink."""
+    heads = f"H{case['heads_q']}" if case["heads_q"] == case["heads_kv"] else f"H{case['heads_q']}/{case['heads_kv']}"
+    seq = f"S{case['seq_q']}" if case["seq_q"] == case["seq_kv"] else f"S{case['seq_q']}/{case['seq_kv']}"
+    dims = f"D{case['head_dim']}" if case["head_dim"] == case["head_dim_v"] else \
+        f"D{case['head_dim']}/{case['head_dim_v']}"
+    parts = [f"B{case['batch']}", heads, seq, dims]
+    if case.get("causal"):
+        parts.append("causal")
+    if case.get("window"):
+        parts.append(f"window {case['window']}")
+    if case.get("sink"):
+        parts.append("sink")
+    return " ".join(parts)
+
+
+def caption(report: Report) -> str:
+    m, versions = report.meta, report.meta.get("versions", {})
+    peers = ", ".join(f"{name} {versions[name]}" for name in ("torch", "flash-attn-4") if versions.get(name))
+    return (f"Backward, {m['dtype']}, one {m['device']} ({m.get('capability', '?')}), run of {m['date']}"
+            f"{'; ' + peers if peers else ''}. A peer's cell is its time ÷ frost's time (> 1: frost is faster); "
+            f"\"-\": the peer cannot run the case.")
+
+
+def _grid(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def _frost(rows: list[Result]) -> Result | None:
+    return next((r for r in rows if r.backend == "frost" and r.ok), None)
+
+
+def _vs(frost: Result | None, rows: list[Result], backend: str) -> str:
+    value = ratio(frost, next((r for r in rows if r.backend == backend), None))
+    return "-" if value is None else f"{value:.2f}"
+
+
+def readme_table(report: Report) -> str:
+    """One row per case: frost's TFLOP/s and its speed against FA2, FA4's SM120 kernels and cuDNN."""
+    rows = []
+    for case in report.cases:
+        results = report.rows(case["name"])
+        frost = _frost(results)
+        rows.append([case_shape(case), "-" if frost is None else f"{frost.tflops:.0f}",
+                     *(_vs(frost, results, p) for p in README_PEERS)])
+    header = ["case", "frost TFLOP/s", *(f"vs {PEER_LABELS[p]}" for p in README_PEERS)]
+    return caption(report) + "\n\n" + _grid(header, rows)
+
+
+def full_table(report: Report) -> str:
+    """One row per case: frost's time, TFLOP/s and share of the mma.sync ceiling, and its speed against every peer."""
+    peers = [p for p in PEER_LABELS if any(r.backend == p for r in report.results)]
+    peers += sorted({r.backend for r in report.results} - set(peers) - {"frost"})
+    roof = ceiling_tflops(report, report.meta["dtype"])
+    rows = []
+    for case in report.cases:
+        results = report.rows(case["name"])
+        frost = _frost(results)
+        timed = [f"{frost.ms:.3f}", f"{frost.tflops:.1f}",
+                 f"{frost.tflops / roof:.0%}" if roof else "-"] if frost else ["-", "-", "-"]
+        rows.append([case["name"], case_shape(case), *timed, *(_vs(frost, results, p) for p in peers)])
+    header = ["case", "shape", "frost ms", "frost TFLOP/s", "of ceiling",
+              *(f"vs {PEER_LABELS.get(p, p)}" for p in peers)]
+    ceiling = f" The mma.sync ceiling (registers only) measured {roof:.0f} TFLOP/s." if roof else ""
+    return caption(report) + ceiling + "\n\n" + _grid(header, rows)
+
+
+# (file relative to the repository root, table name) -> the function that renders it
+TABLES: dict[tuple[str, str], Callable[[Report], str]] = {
+    ("README.md", "speed-table"): readme_table,
+    ("docs/performance.md", "speed-table"): full_table,
+}
+
+
+def replace_between(text: str, name: str, body: str, where: str = "the document") -> str:
+    """``text`` with everything between the BEGIN/END markers of ``name`` replaced by ``body``."""
+    begin, end = begin_marker(name), end_marker(name)
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
+        raise DocTableError(f"{where}: no {begin!r} ... {end!r} pair; add the two markers where the table goes")
+    return text[:start + len(begin)] + "\n" + body.rstrip("\n") + "\n" + text[stop:]
+
+
+def render(root: Path, report: Report) -> dict[Path, str]:
+    """Every file with its tables regenerated (file path -> new text)."""
+    out: dict[Path, str] = {}
+    for (rel, name), fn in TABLES.items():
+        path = root / rel
+        text = out.get(path) or path.read_text(encoding="utf-8")
+        out[path] = replace_between(text, name, fn(report), str(rel))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m frost.bench.doc_tables", description=__doc__.split("\n")[0])
+    parser.add_argument("--root", default=".", help="the repository root (default: the current directory)")
+    parser.add_argument("--json", default=None, help=f"the bench file (default: <root>/{BENCH_JSON})")
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a table is out of date")
+    args = parser.parse_args(argv)
+    root = Path(args.root)
+    try:
+        fresh = render(root, load_report(args.json or root / BENCH_JSON))
+    except (DocTableError, OSError) as exc:
+        print(f"doc_tables: {exc}", file=sys.stderr)
+        return 2
+    stale = [p for p, text in fresh.items() if p.read_text(encoding="utf-8") != text]
+    if args.check:
+        for p in stale:
+            print(f"{p}: speed table out of date; run `python3 -m frost.bench.doc_tables`", file=sys.stderr)
+        return 1 if stale else 0
+    for p in stale:
+        p.write_text(fresh[p], encoding="utf-8")
+        print(f"wrote {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""The speed tables in README.md and docs/performance.md are the bench JSON's, and say what their cells mean."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from frost.bench import doc_tables
+from frost.bench.doc_tables import BENCH_JSON, TABLES, DocTableError, load_report, render, replace_between
+from readme_blocks import ROOT
+
+
+def test_docs_tables_equal_a_fresh_generation():
+    for path, text in render(ROOT, load_report(ROOT / BENCH_JSON)).items():
+        assert path.read_text(encoding="utf-8") == text, f"{path}: run python3 -m frost.bench.doc_tables"
+
+
+def _row(table: str, first_cell: str) -> list[str]:
+    line = next(ln for ln in table.splitlines() if ln.startswith(f"| {first_cell} |"))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_cells_are_peer_time_over_frost_time():
+    """Checked from the raw milliseconds, not through the report's own ratio helper."""
+    data = json.loads((ROOT / BENCH_JSON).read_text(encoding="utf-8"))
+    ms = {(r["case"], r["backend"]): r["ms"] for r in data["results"] if r["status"] == "ok"}
+    table = doc_tables.full_table(load_report(ROOT / BENCH_JSON))
+    header = [c.strip() for c in table.splitlines()[2].strip("|").split("|")]
+    for case in data["cases"]:
+        row = dict(zip(header, _row(table, case["name"])))
+        for backend, label in doc_tables.PEER_LABELS.items():
+            want = f"{ms[case['name'], backend] / ms[case['name'], 'frost']:.2f}" \
+                if (case["name"], backend) in ms else "-"
+            assert row[f"vs {label}"] == want, (case["name"], backend)
+
+
+def test_tables_name_the_date_device_and_peers():
+    report = load_report(ROOT / BENCH_JSON)
+    for (_, _), render_table in TABLES.items():
+        text = render_table(report)
+        for fact in (report.meta["date"], report.meta["device"], "FA2", "FA4"):
+            assert fact in text
+
+
+def test_a_bench_file_without_a_date_is_refused(tmp_path):
+    data = json.loads((ROOT / BENCH_JSON).read_text(encoding="utf-8"))
+    del data["meta"]["date"]
+    (tmp_path / "b.json").write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(DocTableError, match="meta.date"):
+        load_report(tmp_path / "b.json")
+
+
+def test_a_document_without_markers_is_refused():
+    with pytest.raises(DocTableError, match="BEGIN GENERATED speed-table"):
+        replace_between("# no table here\n", "speed-table", "| a |", "README.md")
+
+
+def test_check_finds_a_stale_table_and_a_rewrite_fixes_it(tmp_path):
+    for rel in {rel for rel, _ in TABLES}:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / rel, tmp_path / rel)
+    (tmp_path / BENCH_JSON).parent.mkdir(parents=True, exist_ok=True)
+    data = json.loads((ROOT / BENCH_JSON).read_text(encoding="utf-8"))
+    data["results"][0]["tflops"] *= 1.5           # a new run: frost faster on the first case
+    (tmp_path / BENCH_JSON).write_text(json.dumps(data), encoding="utf-8")
+    args = ["--root", str(tmp_path)]
+    assert doc_tables.main([*args, "--check"]) == 1
+    assert doc_tables.main(args) == 0
+    assert doc_tables.main([*args, "--check"]) == 0
