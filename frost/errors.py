@@ -42,6 +42,14 @@ class TensorError(FrostError, ValueError):
         super().__init__(_fmt(subject, value, accepted, detail))
 
 
+class EngineError(FrostError, ValueError):
+    """An engine name that names no engine (a caller mistake, not an unsupported graph)."""
+
+    def __init__(self, value: object, accepted: str) -> None:
+        self.value, self.accepted = value, accepted
+        super().__init__(_fmt("engine", value, accepted))
+
+
 class NotSupported(FrostError):
     """A well-formed graph that the requested engine cannot serve; `.report` holds every reason."""
 
