@@ -49,6 +49,21 @@ def check_tensors(t: dict[str, torch.Tensor]) -> None:
         if x.numel() and any(st == 0 and n > 1 for st, n in zip(x.stride(), x.shape)):
             raise TensorError(f"{caller_name(role)}.stride()", x.stride(),
                               "stride 0 only on dims of extent 1 (a broadcast view: pass .contiguous())")
+        if x.numel() and _overlaps(tuple(x.shape), x.stride()):
+            raise TensorError(f"{caller_name(role)}.stride()", x.stride(),
+                              f"strides whose elements do not overlap for shape {tuple(x.shape)} (pass .contiguous())")
+
+
+def _overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether two indices of a tensor reach one element: sorted by stride, each dim must step past the span of
+    the dims inside it."""
+    dims = sorted((st, n) for st, n in zip(strides, shape) if n > 1)
+    span = 1
+    for st, n in dims:
+        if st < span:
+            return True
+        span = st * n
+    return False
 
 
 def _check_dtypes(t: dict[str, torch.Tensor]) -> None:

@@ -129,3 +129,23 @@ def _probe_kernels_only(graph, target):
     from frost.analyzer.probe import probe
 
     return probe(graph, target, (CUTE_SM120,))
+
+
+def test_overlapping_strides_are_named_in_bshd():
+    q, k, v, out, dout, lse = _backward_args()
+    overlapping = torch.randn(4096).as_strided(dout.shape, (512, 16, 8, 1))   # heads 8 apart, 16 wide
+    with pytest.raises(TensorError) as info:
+        frost.sdpa_backward(q, k, v, out, overlapping, lse)
+    assert str(info.value).startswith("dout.stride(): got (512, 16, 8, 1)") and str(tuple(dout.shape)) in str(info.value)
+
+
+def test_an_internal_error_is_renamed_to_the_callers_parameters():
+    from frost.errors import GraphError
+    from frost.functional_checks import in_caller_terms
+
+    internal = GraphError("sdpa_backward 'attn'.attn_scale", -1.0, "a finite float > 0")
+    renamed = in_caller_terms(internal)
+    assert isinstance(renamed, TensorError) and renamed.__cause__ is internal
+    assert str(renamed) == "sdpa_backward 'attn'.softmax_scale: got -1.0; accepted: a finite float > 0"
+    assert in_caller_terms(TensorError("tensor 'do' (do of op 'attn').data_ptr", "0x2", "aligned")).subject == \
+        "tensor 'dout' (dout of op 'attn').data_ptr"
