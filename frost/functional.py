@@ -16,6 +16,8 @@ Sq or Skv = 0) returns empty or zero gradients, as torch's SDPA does."""
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 from frost.compile_api import build_plan, compiler_tag
@@ -127,11 +129,20 @@ def window(window_size) -> tuple[int | None, int | None]:
         left, right = window_size
     except (TypeError, ValueError):
         raise TensorError("window_size", window_size, "a pair (left, right) of None or int") from None
-    for x in (left, right):
-        if x is not None and (isinstance(x, bool) or not isinstance(x, int)):
-            raise TensorError("window_size", window_size, "a pair (left, right), each None or an int "
-                              "(negative: unbounded)")
-    return tuple(None if x is None or x < 0 else int(x) for x in (left, right))  # type: ignore[return-value]
+    return _bound(left, window_size), _bound(right, window_size)
+
+
+def _bound(x, window_size) -> int | None:
+    if x is None:
+        return None
+    try:
+        if isinstance(x, bool):
+            raise TypeError
+        x = operator.index(x)   # int, numpy integers; never a float or a string
+    except TypeError:
+        raise TensorError("window_size", window_size, "a pair (left, right), each None or an int "
+                          "(negative: unbounded)") from None
+    return None if x < 0 else x
 
 
 def target_of(device: torch.device) -> str:

@@ -62,10 +62,11 @@ def _summary(r: SupportReport) -> str:
         return "NOT supported: frost claims no op of this graph"
     unserved = [op.name for op in r.ops if op.engine is None]
     if unserved:
-        return "NOT supported: no engine serves " + ", ".join(repr(n) for n in unserved)
+        who = f"{r.asked[0]} does not serve " if len(r.asked) == 1 else "no engine serves "
+        return "NOT supported: " + who + ", ".join(repr(n) for n in unserved)
     served = f"supported ({len(r.ops)} op{'s' * (len(r.ops) != 1)} claimed)"
     if r.target != "cpu" and len(r.asked) > 1 and all(op.engine == REFERENCE_ENGINE for op in r.ops):
-        served += "; by the reference engine only (no GPU kernel serves it: --engine cute_sm120 asks that alone)"
+        served += "; by the reference engine only (no GPU kernel serves it; engine cute_sm120 asks the kernels alone)"
     return served
 
 
