@@ -36,7 +36,8 @@ def test_attention_refuses_tensors_on_another_device():
 @pytest.mark.parametrize("kwargs, match", [
     ({"sink": torch.zeros(HQ, dtype=torch.float64)}, r"^sink\.dtype: got torch\.float64; accepted: torch\.float32$"),
     ({"sink": torch.zeros(HKV)}, r"^sink\.shape: got \(2,\); accepted: \(4,\)"),
-    ({"seq_len_q": torch.full((B,), S, dtype=torch.int64)}, r"^seq_len_q\.dtype: got torch\.int64; accepted: torch\.int32"),
+    ({"seq_len_q": torch.full((B,), S, dtype=torch.int64)},
+     r"^seq_len_q\.dtype: got torch\.int64; accepted: torch\.int32"),
     ({"seq_len_kv": torch.full((B + 1,), S, dtype=torch.int32)}, r"^seq_len_kv\.shape: got \(3,\); accepted: \(2,\)"),
     ({"causal_alignment": "bottom-right"}, r"^causal_alignment: got 'bottom-right'; accepted: 'top_left' or"),
     ({"softmax_scale": 0.0}, r"^softmax_scale: got 0\.0; accepted: None"),
@@ -136,7 +137,8 @@ def test_overlapping_strides_are_named_in_bshd():
     overlapping = torch.randn(4096).as_strided(dout.shape, (512, 16, 8, 1))   # heads 8 apart, 16 wide
     with pytest.raises(TensorError) as info:
         frost.sdpa_backward(q, k, v, out, overlapping, lse)
-    assert str(info.value).startswith("dout.stride(): got (512, 16, 8, 1)") and str(tuple(dout.shape)) in str(info.value)
+    message = str(info.value)
+    assert message.startswith("dout.stride(): got (512, 16, 8, 1)") and str(tuple(dout.shape)) in message
 
 
 def test_an_internal_error_is_renamed_to_the_callers_parameters():

@@ -30,7 +30,8 @@ def test_demo_on_a_missing_cuda_device_is_one_line_and_exit_2():
 
 
 @pytest.mark.parametrize("argv, start", [
-    (["demo", "--heads-q", "5", "--heads-kv", "2"], "frost demo: --heads-kv: got 2; accepted: a divisor of --heads-q 5"),
+    (["demo", "--heads-q", "5", "--heads-kv", "2"],
+     "frost demo: --heads-kv: got 2; accepted: a divisor of --heads-q 5"),
     (["demo", "--device", "tpu"], "frost demo: --device: got 'tpu'; accepted: cpu or cuda[:N]"),
 ])
 def test_bad_demo_options_are_one_line_and_exit_2(argv, start, capsys):
