@@ -1,7 +1,8 @@
 """The `frost` command line. Each subcommand lives in frost/commands/<name>.py and exposes
 `register(subparsers)`, which adds its parser and sets `func(args) -> int`.
 
-A FrostError from a command is one line on stderr and exit 2 (bad input), never a traceback; a closed pipe
+A FrostError (or an unreadable or unwritable file) from a command is one line on stderr and exit 2 (bad input),
+never a traceback; a closed pipe
 (`frost probe ... | head`) ends with one line on stderr and exit 141, the shell's code for SIGPIPE."""
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         _silence_stdout()
         print(f"frost {args.command}: output closed early (broken pipe)", file=sys.stderr)
         return EXIT_BROKEN_PIPE
+    except OSError as exc:   # a file a command was told to read or write
+        print(f"frost {args.command}: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print(f"frost {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

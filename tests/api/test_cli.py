@@ -49,3 +49,10 @@ def test_a_frost_error_from_any_command_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(schema, "run", failing)
     assert main(["schema"]) == 2
     assert capsys.readouterr().err == "frost schema: graph: got 'x'; accepted: a graph\n"
+
+
+def test_an_unwritable_output_file_is_one_line(tmp_path, capsys):
+    target = tmp_path / "missing-dir" / "schema.json"
+    assert main(["schema", "--output", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("frost schema: ") and str(target) in err and err.count("\n") == 1
