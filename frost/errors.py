@@ -23,12 +23,31 @@ class GraphError(FrostError):
         super().__init__(_fmt(subject, value, accepted, detail))
 
 
+class UnknownOp(GraphError):
+    """An op of a graph that names a kind frost does not know where it meant one it does (a misspelt
+    "sdpa_backward", or the named inputs of a structured op under another kind)."""
+
+    def __init__(self, value: object, known: tuple[str, ...], detail: str = "") -> None:
+        super().__init__("op", value, ", ".join(known), detail)
+        message = f"unknown op {value!r}; known: {', '.join(known)}"
+        self.args = (f"{message} ({detail})" if detail else message,)
+
+
 class TensorError(FrostError, ValueError):
-    """A runtime tensor that does not match the plan it is bound to (dtype, device, shape, strides, values)."""
+    """A call's tensor or argument that frost cannot accept (dtype, device, shape, strides, values, options), or a
+    runtime tensor that does not match the plan it is bound to."""
 
     def __init__(self, subject: str, value: object, accepted: str, detail: str = "") -> None:
         self.subject, self.value, self.accepted = subject, value, accepted
         super().__init__(_fmt(subject, value, accepted, detail))
+
+
+class EngineError(FrostError, ValueError):
+    """An engine name that names no engine (a caller mistake, not an unsupported graph)."""
+
+    def __init__(self, value: object, accepted: str) -> None:
+        self.value, self.accepted = value, accepted
+        super().__init__(_fmt("engine", value, accepted))
 
 
 class NotSupported(FrostError):

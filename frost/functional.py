@@ -10,14 +10,19 @@ torch.use_deterministic_algorithms.
 A call is keyed by its tensors' dtypes, shapes, strides and device plus the options; the first call with a key builds
 a graph and a plan (kernels come from the kernel cache, so a new B or S never recompiles), later calls reuse it. On a
 kernel engine a later call skips plan.execute's per-tensor checks (the key already holds what they compare; only the
-pointers' 16-byte alignment is checked) and passes the BSHD tensors as they are, without transposed views."""
+pointers' 16-byte alignment is checked) and passes the BSHD tensors as they are, without transposed views. The
+first call of a key checks every argument in the caller's terms (frost.functional_checks). An empty problem (B,
+Sq or Skv = 0) returns empty or zero gradients, as torch's SDPA does."""
 
 from __future__ import annotations
+
+import operator
 
 import torch
 
 from frost.compile_api import build_plan, compiler_tag
-from frost.errors import GraphError, TensorError
+from frost.errors import FrostError, TensorError
+from frost.functional_checks import caller_name, check_options, check_tensors, in_caller_terms, is_empty
 from frost.ir import Graph, SdpaBackwardOp, SdpaInputs, SdpaOutputs, TensorSpec
 from frost.ir.tensors import DTYPE_BYTES
 from frost.lowering.plan_cache import PLANS
@@ -36,30 +41,69 @@ def sdpa_backward(q, k, v, out, dout, lse, *, softmax_scale=None, causal=False, 
     deterministic=None follows torch.are_deterministic_algorithms_enabled(). dlse (B, Hq, Sq) fp32: the gradient
     on the forward's LSE output, when the loss uses it."""
     left, right = window(window_size)
+    causal = strict_bool("causal", causal)
     deterministic = resolve_deterministic(deterministic)
     given = {"q": q, "k": k, "v": v, "o": out, "do": dout, "lse": lse, "sink": sink, "dlse": dlse,
              "seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv}
     given = {n: t for n, t in given.items() if t is not None}
-    options = (softmax_scale, bool(causal), left, right, causal_alignment, deterministic)
+    options = (softmax_scale, causal, left, right, causal_alignment, deterministic)
     key = ("functional", options, compiler_tag(), *((n, *_meta(n, t)) for n, t in given.items()))
+    if is_empty(q, k):
+        return _empty_backward(given, options)
     grads = {"dq": torch.empty_like(q), "dk": torch.empty_like(k), "dv": torch.empty_like(v)}
     if sink is not None:
         grads["dsink"] = torch.empty(sink.shape, dtype=torch.float32, device=sink.device)
     tensors = given | grads
     plan = PLANS.get_or_build(key, lambda: _build(tensors, options, q.device))
-    if plan.runs_seq_major:  # the key holds what plan.execute would check (tensors built the plan: _build)
-        plan._execute_trusted_seq_major(tensors, q.device)
-    else:
-        plan.execute({n: (t.transpose(1, 2) if n in ROLES_4D else t) for n, t in tensors.items()})
+    try:
+        if plan.runs_seq_major:  # the key holds what plan.execute would check (tensors built the plan: _build)
+            plan._execute_trusted_seq_major(tensors, q.device)
+        else:
+            plan.execute({n: (t.transpose(1, 2) if n in ROLES_4D else t) for n, t in tensors.items()})
+    except TensorError as exc:   # a pointer's alignment or a length's value, named in the caller's terms
+        raise in_caller_terms(exc) from exc
     return grads["dq"], grads["dk"], grads["dv"], grads.get("dsink")
 
 
 def _build(tensors: dict, options: tuple, device):
-    """The plan of a new key. One device per call is checked here, once: the key holds every tensor's device."""
-    for name, t in tensors.items():
-        if t.device != device:
-            raise TensorError(f"{name}.device", str(t.device), f"{device} (the device of q; one device per call)")
-    return build_plan(_graph(tensors, options), target_of(device))
+    """The plan of a new key, after every argument is checked in the caller's terms (the key holds each tensor's
+    device, dtype, shape and strides, so later calls with this key pass the same checks)."""
+    graph = checked_graph(tensors, options)
+    return build_plan(graph, target_of(device))
+
+
+def checked_graph(tensors: dict, options: tuple) -> Graph:
+    """The call's one-op graph, built after the caller-terms checks; an IR error that still fires is renamed to
+    the caller's parameters."""
+    check_options(options[0], options[4])
+    check_tensors({n: t for n, t in tensors.items() if n not in ("dq", "dk", "dv", "dsink")})
+    return graph_of(tensors, options)
+
+
+def graph_of(tensors: dict, options: tuple) -> Graph:
+    """_graph, with an IR error renamed to the caller's parameters."""
+    try:
+        return _graph(tensors, options)
+    except FrostError as exc:
+        raise in_caller_terms(exc) from exc
+
+
+def _empty_backward(given: dict, options: tuple):
+    """B, Sq or Skv = 0: the reference engine's gradients (empty, or zero where the other extents are not)."""
+    from frost.reference import attention_backward
+
+    check_options(options[0], options[4])
+    check_tensors(given)
+    scale, causal, left, right, alignment, _ = options
+    t = {n: (x.transpose(1, 2) if n in ROLES_4D else x) for n, x in given.items()}
+    dq, dk, dv, dsink = attention_backward(
+        t["q"], t["k"], t["v"], t["o"], t["do"], t["lse"], scale=scale, causal=causal, alignment=alignment,
+        band_left=left, band_right=right, seq_len_q=t.get("seq_len_q"), seq_len_kv=t.get("seq_len_kv"),
+        sink=t.get("sink"), dlse=t.get("dlse"))
+    grads = [torch.empty_like(given[n]) for n in ("q", "k", "v")]
+    for grad, value in zip(grads, (dq, dk, dv)):
+        grad.copy_(value.transpose(1, 2))
+    return (*grads, None if dsink is None else dsink.to(torch.float32))
 
 
 def resolve_deterministic(deterministic) -> bool:
@@ -72,13 +116,33 @@ def resolve_deterministic(deterministic) -> bool:
     return deterministic
 
 
+def strict_bool(name: str, value) -> bool:
+    """True or False only: a truthy string such as "yes" is a mistake, not a request."""
+    if not isinstance(value, bool):
+        raise TensorError(name, value, "True or False")
+    return value
+
+
 def window(window_size) -> tuple[int | None, int | None]:
-    """(left, right) band bounds from FlashAttention's window_size; None or a negative value means unbounded."""
+    """(left, right) band bounds from FlashAttention's window_size; None or a negative int means unbounded."""
     try:
         left, right = window_size
     except (TypeError, ValueError):
         raise TensorError("window_size", window_size, "a pair (left, right) of None or int") from None
-    return tuple(None if x is None or x < 0 else int(x) for x in (left, right))  # type: ignore[return-value]
+    return _bound(left, window_size), _bound(right, window_size)
+
+
+def _bound(x, window_size) -> int | None:
+    if x is None:
+        return None
+    try:
+        if isinstance(x, bool):
+            raise TypeError
+        x = operator.index(x)   # int, numpy integers; never a float or a string
+    except TypeError:
+        raise TensorError("window_size", window_size, "a pair (left, right), each None or an int "
+                          "(negative: unbounded)") from None
+    return None if x < 0 else x
 
 
 def target_of(device: torch.device) -> str:
@@ -91,23 +155,17 @@ def target_of(device: torch.device) -> str:
 
 def _meta(name: str, t) -> tuple:
     if not isinstance(t, torch.Tensor):
-        raise TensorError(name, type(t).__name__, "a torch.Tensor")
+        raise TensorError(caller_name(name), type(t).__name__, "a torch.Tensor")
     if name in ROLES_4D and t.dim() != 4:
-        raise TensorError(f"{name}.shape", tuple(t.shape), "rank 4: (B, S, H, D), FlashAttention's layout")
+        raise TensorError(f"{caller_name(name)}.shape", tuple(t.shape), "rank 4: (B, S, H, D), FlashAttention's "
+                          "layout")
     return t.dtype, t.shape, t.stride(), t.device
-
-
-# What each role accepts, for a dtype the IR has no name for (int64 lengths, float8): the IR checks the rest
-_ACCEPTED_DTYPES = {"seq_len_q": "int32", "seq_len_kv": "int32", "lse": "float32", "sink": "float32",
-                    "dlse": "float32"}
 
 
 def _spec(name: str, t: torch.Tensor) -> TensorSpec:
     dtype = str(t.dtype).removeprefix("torch.")
-    if dtype not in DTYPE_BYTES:
-        raise TensorError(f"{name}.dtype", t.dtype,
-                          _ACCEPTED_DTYPES.get(name, "float16, bfloat16, float32 or float64 (one for q, k, v, out, "
-                                                     "dout)"))
+    if dtype not in DTYPE_BYTES:   # the caller-terms checks name what each role accepts; this is a backstop
+        raise TensorError(f"{caller_name(name)}.dtype", t.dtype, ", ".join(DTYPE_BYTES))
     if name in ROLES_4D:
         t = t.transpose(1, 2)
     return TensorSpec(name=name, shape=tuple(t.shape), strides=tuple(t.stride()), dtype=dtype)
@@ -122,7 +180,4 @@ def _graph(given: dict, options: tuple) -> Graph:
         outputs=SdpaOutputs(dq="dq", dk="dk", dv="dv", dsink="dsink" if "sink" in specs else None),
         attn_scale=scale, causal=causal, alignment=alignment, band_left=left, band_right=right,
         deterministic=deterministic)
-    try:
-        return Graph(name="sdpa_backward", tensors=tuple(specs.values()), ops=(op,))
-    except GraphError as exc:
-        raise TensorError(f"{exc.subject} [shapes as logical (B, H, S, D)]", exc.value, exc.accepted) from exc
+    return Graph(name="sdpa_backward", tensors=tuple(specs.values()), ops=(op,))

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 from frost.analyzer import SupportReport, probe
+from frost.analyzer.probe import engines_named
 
 
-def check_support(graph, target: str | None = None) -> SupportReport:
+def check_support(graph, target: str | None = None, *, engine: str | None = None) -> SupportReport:
     """Which engine would serve each attention op of `graph` on `target`, and every reason the others decline.
 
-    target None asks about this machine (detect_target(): "cpu" when there is no CUDA device). Unsupported is an
-    answer (report.supported is False), not an exception; a malformed graph raises GraphError, an unknown target
-    string TargetError."""
+    target None asks about this machine (detect_target(): "cpu" when there is no CUDA device). engine None asks
+    every engine, as frost.compile does ("can frost run it?": the reference engine serves nearly everything);
+    engine="cute_sm120" asks whether a GPU kernel serves it, and report.supported answers that alone.
+    Unsupported is an answer (report.supported is False), not an exception; a malformed graph raises GraphError,
+    an unknown target string TargetError, an unknown engine name EngineError."""
+    engines = engines_named(engine)
     if target is None:
         from frost.target import detect_target
 
         target = detect_target()
-    return probe(graph, target)
+    return probe(graph, target, engines)

@@ -3,7 +3,8 @@
 frost::attention_forward runs the reference engine (until a forward kernel exists); frost::sdpa_backward is frost's
 backward (functional.sdpa_backward). Both have fake implementations whose strides match the real outputs (the
 gradients are torch.empty_like their inputs, the forward's outputs are fresh contiguous tensors), so torch.compile
-traces them without graph breaks."""
+traces them without graph breaks. Both the forward and its fake check every argument the backward will need (devices,
+dtypes, shapes, options) when the forward is called, once per distinct key (check_forward)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,14 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from frost.functional import resolve_deterministic, sdpa_backward, window
+from frost.errors import NotSupported, TensorError
+from frost.functional import (_meta, graph_of, resolve_deterministic, sdpa_backward, strict_bool, target_of,
+                              window)
+from frost.functional_checks import check_options, check_tensors, is_empty
 
 _NO_SINK = (0,)  # dsink's shape when there is no sink (a custom op cannot return None)
+_CHECKED_LIMIT = 4096
+_checked: set = set()   # forward keys whose arguments passed check_forward
 
 
 @torch.library.custom_op("frost::sdpa_backward", mutates_args=())
@@ -48,6 +54,8 @@ def attention_forward_op(q: Tensor, k: Tensor, v: Tensor, seq_len_q: Optional[Te
     ``deterministic`` is the backward's (None: torch's flag when the backward runs)."""
     from frost.reference import attention_forward
 
+    check_forward(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, window_left, window_right,
+                  causal_alignment, deterministic)
     o, lse = attention_forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=softmax_scale,
                                causal=causal, alignment=causal_alignment, band_left=window_left,
                                band_right=window_right, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink)
@@ -59,8 +67,59 @@ def attention_forward_op(q: Tensor, k: Tensor, v: Tensor, seq_len_q: Optional[Te
 @attention_forward_op.register_fake
 def _(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, window_left, window_right, causal_alignment,
       deterministic=None):
+    if _concrete(q, k, v, seq_len_q, seq_len_kv, sink):   # symbolic shapes are checked when the op runs
+        check_forward(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, window_left, window_right,
+                      causal_alignment, deterministic)
     b, sq, hq, _ = q.shape
     return q.new_empty(_out_shape(q, v)), q.new_empty((b, hq, sq), dtype=torch.float32)
+
+
+def check_forward(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, left, right, alignment,
+                  deterministic) -> None:
+    """Everything the backward will need, checked when the forward runs (in the caller's terms): devices, dtypes,
+    shapes, options, and that some engine serves the backward on this device. Once per key: the key holds every
+    tensor's metadata and the options."""
+    given = {"q": q, "k": k, "v": v, "sink": sink, "seq_len_q": seq_len_q, "seq_len_kv": seq_len_kv}
+    given = {n: t for n, t in given.items() if t is not None}
+    options = (softmax_scale, causal, left, right, alignment, bool(deterministic))
+    key = (options, *((n, *_meta(n, t)) for n, t in given.items()))
+    if key in _checked:
+        return
+    check_options(softmax_scale, alignment)
+    check_tensors(given)
+    if not is_empty(q, k):
+        _check_backward_served(given, options)
+    if len(_checked) >= _CHECKED_LIMIT:
+        _checked.clear()
+    _checked.add(key)
+
+
+def _check_backward_served(given: dict, options: tuple) -> None:
+    """The backward's graph, with stand-ins (meta tensors) for out, dout, lse and the gradients: the IR accepts
+    it and an engine serves it on the device of q."""
+    from frost.analyzer import probe
+
+    q, k, v = given["q"], given["k"], given["v"]
+    b, sq, hq, _ = q.shape
+    stand_in = {"o": _meta_like(_out_shape(q, v), q.dtype), "do": _meta_like(_out_shape(q, v), q.dtype),
+                "lse": _meta_like((b, hq, sq), torch.float32), "dq": _meta_like(q.shape, q.dtype),
+                "dk": _meta_like(k.shape, q.dtype), "dv": _meta_like(v.shape, q.dtype)}
+    if "sink" in given:
+        stand_in["dsink"] = _meta_like((hq,), torch.float32)
+    graph = graph_of(given | stand_in, options)
+    report = probe(graph, target_of(q.device))
+    if not report.supported:
+        raise NotSupported(f"no engine serves this attention's backward on {report.target}\n{report.to_text()}",
+                           report)
+
+
+def _concrete(*tensors) -> bool:
+    """Whether every shape and stride is a plain int (not a SymInt of a dynamic-shape trace)."""
+    return all(isinstance(n, int) for t in tensors if t is not None for n in (*t.shape, *t.stride()))
+
+
+def _meta_like(shape, dtype) -> Tensor:
+    return torch.empty(tuple(shape), dtype=dtype, device="meta")
 
 
 def _out_shape(q: Tensor, v: Tensor) -> tuple:
@@ -106,10 +165,16 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: float | None = 
               seq_len_kv: Tensor | None = None, sink: Tensor | None = None, return_lse: bool = False,
               deterministic: bool | None = None):
     """Attention on BSHD tensors with a frost backward: out (B, Sq, Hq, Dv), and lse (B, Hq, Sq) when
-    return_lse. Differentiable in q, k, v and sink; the forward runs the reference engine. The backward is
+    return_lse. Differentiable in q, k, v and sink; the forward runs the reference engine and checks every
+    argument the backward needs (a FrostError names the parameter). An empty problem (B, Sq or Skv = 0) gives
+    empty or zero outputs and gradients. The backward is
     bitwise deterministic with deterministic=True, or with None (the default) while
     torch.use_deterministic_algorithms(True) is in force when it runs."""
     left, right = window(window_size)
+    causal = strict_bool("causal", causal)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, Tensor):
+            raise TensorError(name, type(t).__name__, "a torch.Tensor")
     if deterministic is not None:
         resolve_deterministic(deterministic)   # a bad value fails here, not in the backward
     out, lse = torch.ops.frost.attention_forward(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, left,

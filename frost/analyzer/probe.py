@@ -9,6 +9,19 @@ from frost.analyzer.declines import Reason, declines
 from frost.analyzer.facts import Facts
 from frost.analyzer.report import OpSupport, SupportReport
 from frost.analyzer.targets import normalise_target
+from frost.errors import EngineError
+
+
+def engines_named(engine: str | None) -> tuple[Capability, ...]:
+    """The candidates of a support question: every engine in preference order (None: "can frost run it at
+    all?"), or the one named (e.g. "cute_sm120": "does a GPU kernel serve it?"). Raises EngineError for an
+    unknown name."""
+    if engine is None:
+        return ENGINES
+    for cap in ENGINES:
+        if cap.engine == engine:
+            return (cap,)
+    raise EngineError(engine, " or ".join(repr(cap.engine) for cap in ENGINES) + " or None (every engine)")
 
 
 def choose(facts: Facts, target: str, engines: tuple[Capability, ...] = ENGINES
@@ -34,4 +47,4 @@ def probe(graph, target: str, engines: tuple[Capability, ...] = ENGINES) -> Supp
     analysis = analyze(graph)
     ops = tuple(_op_support(m, target, engines) for m in analysis.matched)
     return SupportReport(target=target, supported=bool(ops) and all(op.engine for op in ops), ops=ops,
-                         unclaimed=analysis.unclaimed)
+                         unclaimed=analysis.unclaimed, asked=tuple(cap.engine for cap in engines))

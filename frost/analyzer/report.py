@@ -12,6 +12,7 @@ from frost.analyzer.declines import Reason
 from frost.analyzer.facts import Facts
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+REFERENCE_ENGINE = "reference"
 
 
 class OpSupport(BaseModel):
@@ -27,14 +28,16 @@ class OpSupport(BaseModel):
 
 
 class SupportReport(BaseModel):
-    """`supported` is True when the graph has at least one claimed op and every claimed op has an engine; unclaimed
-    ops do not change it: they are the caller's to run (they are listed with why)."""
+    """`supported` is True when the graph has at least one claimed op and every claimed op has an engine among
+    those `asked` (every engine, or the one a caller pinned); unclaimed ops do not change it: they are the caller's
+    to run (they are listed with why)."""
 
     model_config = _FROZEN
     target: str
     supported: bool
     ops: tuple[OpSupport, ...]
     unclaimed: tuple[Unclaimed, ...]
+    asked: tuple[str, ...] = ()     # the engines the probe considered, in preference order
 
     @property
     def engines(self) -> dict[str, Optional[str]]:
@@ -59,12 +62,21 @@ def _summary(r: SupportReport) -> str:
         return "NOT supported: frost claims no op of this graph"
     unserved = [op.name for op in r.ops if op.engine is None]
     if unserved:
-        return "NOT supported: no engine serves " + ", ".join(repr(n) for n in unserved)
-    return f"supported ({len(r.ops)} op{'s' * (len(r.ops) != 1)} claimed)"
+        who = f"{r.asked[0]} does not serve " if len(r.asked) == 1 else "no engine serves "
+        return "NOT supported: " + who + ", ".join(repr(n) for n in unserved)
+    served = f"supported ({len(r.ops)} op{'s' * (len(r.ops) != 1)} claimed)"
+    if r.target != "cpu" and len(r.asked) > 1 and all(op.engine == REFERENCE_ENGINE for op in r.ops):
+        served += "; by the reference engine only (no GPU kernel serves it; engine cute_sm120 asks the kernels alone)"
+    return served
+
+
+def _heading(r: SupportReport) -> str:
+    asked = f" (engine {', '.join(r.asked)})" if len(r.asked) == 1 else ""
+    return f"target {r.target}{asked}: {_summary(r)}"
 
 
 def render_text(r: SupportReport) -> str:
-    lines = [f"target {r.target}: {_summary(r)}"]
+    lines = [_heading(r)]
     for op in r.ops:
         lines.append(f"op {op.name!r} ({op.pattern}) -> {op.engine or 'no engine'}")
         lines.append(f"  {_facts_line(op.facts)}")

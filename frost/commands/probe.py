@@ -1,18 +1,32 @@
-"""`frost probe graph.json [--target sm_120] [--json]`: the support check from a shell.
+"""`frost probe graph.json [--target sm_120] [--engine cute_sm120] [--json]`: the support check from a shell.
 
-Exit 0 when supported, 1 when not (the report is printed either way), 2 when the graph is malformed or unreadable
-or the target is unknown (the error is printed to stderr)."""
+The exit code answers the question asked: 0 when every attention op is served (by the engine named with --engine,
+else by any engine, as frost.compile would run it), 1 when not (the report is printed either way), 2 when the
+graph is malformed or unreadable, or the target or engine is unknown (one line on stderr)."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+
+EXIT_CODES = """exit codes:
+  0  served: every attention op has an engine (the --engine one, when given)
+  1  not served (the report says why)
+  2  bad input: unreadable or malformed graph, unknown --target or --engine
+
+"does a GPU kernel serve this?":  frost probe graph.json --target sm_120 --engine cute_sm120
+Without --engine every engine is asked, and the reference engine (plain torch) serves nearly every graph."""
 
 
 def register(sub) -> None:
-    p = sub.add_parser("probe",
-                       help="can frost serve this graph? every engine's reasons (exit 0 yes, 1 no, 2 bad input)")
+    from frost.analyzer import ENGINES
+
+    p = sub.add_parser("probe", help="can frost serve this graph? every engine's reasons (exit 0 yes, 1 no, "
+                       "2 bad input)", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("graph", help="a graph JSON file (see `frost schema`); '-' reads stdin")
     p.add_argument("--target", help="cpu, cuda, sm_90, sm_120, sm_121 (a/f suffix ok); default: this machine")
+    p.add_argument("--engine", choices=[cap.engine for cap in ENGINES],
+                   help="ask this engine alone (cute_sm120: the GPU kernels); default: every engine")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)
 
@@ -30,8 +44,8 @@ def run(args) -> int:
     from frost.support import check_support
 
     try:
-        report = check_support(Graph.from_json(_read(args.graph)), args.target)
-    except (FrostError, OSError) as exc:   # GraphError, TargetError, a missing file
+        report = check_support(Graph.from_json(_read(args.graph)), args.target, engine=args.engine)
+    except (FrostError, OSError) as exc:   # GraphError, TargetError, EngineError, a missing file
         print(f"frost probe: {exc}", file=sys.stderr)
         return 2
     print(report.model_dump_json(indent=2) if args.json else report.to_text())

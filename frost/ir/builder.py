@@ -8,7 +8,7 @@ from frost.errors import GraphError
 from frost.ir.graph import Graph
 from frost.ir.pydantic_errors import as_graph_errors
 from frost.ir.ops import Alignment, GenericOp, SdpaBackwardOp, SdpaInputs, SdpaOutputs
-from frost.ir.tensors import DType, Layout, TensorSpec, layout_strides
+from frost.ir.tensors import LAYOUTS, DType, Layout, TensorSpec, layout_strides
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,10 @@ class GraphBuilder:
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: DType, *, layout: Layout = "bhsd",
                strides: tuple[int, ...] | None = None) -> str:
-        """Declare a tensor with a logical shape; `layout` picks strides unless `strides` is given."""
+        """Declare a tensor with a logical shape; `layout` ("bhsd" or "bshd") picks strides unless `strides` is
+        given."""
+        if layout not in LAYOUTS:
+            raise GraphError(f"tensor {name!r} layout", layout, " or ".join(repr(x) for x in LAYOUTS))
         shape = tuple(int(x) for x in shape)
         if strides is None and layout != "bhsd":
             strides = layout_strides(shape, layout)
@@ -67,14 +70,15 @@ class GraphBuilder:
             dq=self._like(f"{name}.dq", q), dk=self._like(f"{name}.dk", k), dv=self._like(f"{name}.dv", v),
             dsink=self._like(f"{name}.dsink", sink, "float32") if sink is not None else None,
         )
-        self._ops.append(SdpaBackwardOp(
-            name=name,
-            inputs=SdpaInputs(q=q, k=k, v=v, o=o, do=do, lse=lse, sink=sink, dlse=dlse, seq_len_q=seq_len_q,
-                              seq_len_kv=seq_len_kv),
-            outputs=SdpaOutputs(dq=grads.dq, dk=grads.dk, dv=grads.dv, dsink=grads.dsink),
-            attn_scale=attn_scale, causal=causal, alignment=alignment, band_left=band_left, band_right=band_right,
-            deterministic=deterministic,
-        ))
+        with as_graph_errors(f"sdpa_backward {name!r}"):
+            self._ops.append(SdpaBackwardOp(
+                name=name,
+                inputs=SdpaInputs(q=q, k=k, v=v, o=o, do=do, lse=lse, sink=sink, dlse=dlse, seq_len_q=seq_len_q,
+                                  seq_len_kv=seq_len_kv),
+                outputs=SdpaOutputs(dq=grads.dq, dk=grads.dk, dv=grads.dv, dsink=grads.dsink),
+                attn_scale=attn_scale, causal=causal, alignment=alignment, band_left=band_left,
+                band_right=band_right, deterministic=deterministic,
+            ))
         return grads
 
     def op(self, op: str, name: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = (), **attrs) -> None:

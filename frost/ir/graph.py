@@ -12,7 +12,8 @@ from frost.ir.validate import check_sdpa_backward
 
 
 class Graph(BaseModel):
-    """An attention-backward graph. `model_dump_json` / `from_json` round-trip it exactly."""
+    """An attention-backward graph. `model_dump_json` / `from_json` round-trip it exactly; frost.compile(graph)
+    turns it into a plan (the IR imports nothing above it)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -42,12 +43,6 @@ class Graph(BaseModel):
         """Parse JSON; structural problems (wrong types, missing fields) also raise GraphError."""
         with as_graph_errors("graph JSON"):
             return cls.model_validate_json(text)
-
-    def build(self, **kwargs):
-        """Compile this graph into a plan (same as frost.compile(graph))."""
-        from frost import compile as _compile
-
-        return _compile(self, **kwargs)
 
 
 def check_graph(graph: Graph) -> None:

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator
+from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictBool, StrictFloat, StrictInt, Tag,
+                      ValidationInfo, field_validator, model_validator)
 
-from frost.errors import GraphError
+from frost.errors import GraphError, UnknownOp
 
 Alignment = Literal["top_left", "bottom_right"]
+STRUCTURED_OPS: tuple[str, ...] = ("sdpa_backward",)   # op kinds with named inputs that frost serves
 MaskKind = Literal["none", "causal", "band"]
 
 
@@ -46,12 +49,12 @@ class SdpaBackwardOp(BaseModel):
     name: str = Field(min_length=1)
     inputs: SdpaInputs
     outputs: SdpaOutputs
-    attn_scale: float | None = None
-    causal: bool = False
+    attn_scale: StrictFloat | None = None
+    causal: StrictBool = False
     alignment: Alignment = "top_left"
-    band_left: int | None = None
-    band_right: int | None = None
-    deterministic: bool = False
+    band_left: StrictInt | None = None
+    band_right: StrictInt | None = None
+    deterministic: StrictBool = False
 
     @property
     def band(self) -> tuple[int | None, int | None]:
@@ -84,6 +87,19 @@ class GenericOp(BaseModel):
     inputs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     attrs: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_a_misspelt_structured_op(cls, value: Any) -> Any:
+        """A kind one letter from a structured op's, or a structured op's named (dict) inputs or outputs under
+        another kind, is a mistake: say so instead of failing on the inputs' type."""
+        if isinstance(value, dict) and isinstance(value.get("op"), str):
+            kind = value["op"]
+            named_ports = any(isinstance(value.get(port), dict) for port in ("inputs", "outputs"))
+            if named_ports or difflib.get_close_matches(kind, STRUCTURED_OPS, n=1, cutoff=0.85):
+                raise UnknownOp(kind, STRUCTURED_OPS, "any other op kind is a generic node with lists of inputs "
+                                "and outputs")
+        return value
 
     @field_validator("attrs")
     @classmethod

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 from frost.errors import GraphError
 
 DType = Literal["float16", "bfloat16", "float32", "float64", "int32"]
 IO_DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32", "float64")
 Layout = Literal["bhsd", "bshd"]
+
+LAYOUTS: tuple[str, ...] = ("bhsd", "bshd")
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4}
 
@@ -26,6 +28,8 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 def layout_strides(shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
     """Strides of a logical (B, H, S, D) shape stored as `layout` in memory ("bshd" is FlashAttention's)."""
+    if layout not in LAYOUTS:
+        raise GraphError("layout", layout, " or ".join(repr(x) for x in LAYOUTS))
     if layout == "bhsd" or len(shape) != 4:
         return contiguous_strides(shape)
     b, h, s, d = shape
@@ -39,8 +43,8 @@ class TensorSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(min_length=1)
-    shape: tuple[int, ...]
-    strides: tuple[int, ...] | None = None
+    shape: tuple[StrictInt, ...]
+    strides: tuple[StrictInt, ...] | None = None
     dtype: DType
 
     @property

@@ -1,4 +1,4 @@
-"""`frost probe` exit codes and output, `frost support-matrix` writing and checking."""
+"""`frost probe` exit codes, output and --engine; `frost support-matrix` printing, writing and checking."""
 
 from __future__ import annotations
 
@@ -72,9 +72,69 @@ def test_probe_exit_code_through_the_real_entry_point(graph_file):
 def test_support_matrix_write_and_check(tmp_path, monkeypatch):
     out = tmp_path / "docs" / "matrix.md"
     assert main(["support-matrix", "--check", "--output", str(out)]) == 1     # missing
-    assert main(["support-matrix", "--output", str(out)]) == 0
+    assert main(["support-matrix", "--output", str(out)]) == 0 and out.exists()
     assert main(["support-matrix", "--check", "--output", str(out)]) == 0
     out.write_text(out.read_text() + "drift\n")
     assert main(["support-matrix", "--check", "--output", str(out)]) == 1
     monkeypatch.chdir(pathlib.Path(__file__).resolve().parents[2])
     assert main(["support-matrix", "--check"]) == 0                          # the committed docs/support_matrix.md
+
+
+def test_support_matrix_prints_to_stdout_without_output(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    from frost.analyzer import render_support_matrix
+
+    assert main(["support-matrix"]) == 0
+    assert capsys.readouterr().out == render_support_matrix()
+    assert not any(tmp_path.iterdir())                                      # nothing written where it ran
+
+
+def _head_dim_512():
+    from frost.ir import sdpa_backward_graph
+
+    return sdpa_backward_graph(1, 4, 64, 512, heads_kv=1, dtype="bfloat16")
+
+
+def test_probe_engine_answers_whether_a_gpu_kernel_serves_it(graph_file, capsys):
+    path = graph_file(_head_dim_512())
+    assert main(["probe", path, "--target", "sm_120"]) == 0              # the reference engine serves it
+    assert "by the reference engine only" in capsys.readouterr().out
+    assert main(["probe", path, "--target", "sm_120", "--engine", "cute_sm120"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("target sm_120 (engine cute_sm120): NOT supported") and "reference" not in out
+    assert main(["probe", graph_file(gpt_oss()), "--target", "sm_120", "--engine", "cute_sm120"]) == 0
+    assert main(["probe", graph_file(gpt_oss()), "--target", "cpu", "--engine", "cute_sm120"]) == 1
+
+
+def test_probe_unknown_engine_exits_2(graph_file, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["probe", graph_file(gpt_oss()), "--engine", "cutlass"])
+    assert info.value.code == 2 and "--engine" in capsys.readouterr().err
+
+
+def test_probe_help_states_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["probe", "--help"])
+    text = capsys.readouterr().out
+    assert all(line in text for line in ("0  served", "1  not served", "2  bad input", "--engine cute_sm120"))
+
+
+def test_probe_into_a_closed_pipe_is_one_line_and_exit_141(graph_file):
+    proc = subprocess.Popen([sys.executable, "-m", "frost", "probe", graph_file(gpt_oss()), "--target", "cpu"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()                      # the reader (`| head`) is gone before frost prints
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141
+    assert err == "frost probe: output closed early (broken pipe)\n"
+
+
+def test_check_support_engine_argument():
+    from frost.errors import EngineError
+    from frost.support import check_support
+
+    graph = _head_dim_512()
+    assert check_support(graph, "sm_120").supported
+    kernels = check_support(graph, "sm_120", engine="cute_sm120")
+    assert not kernels.supported and kernels.asked == ("cute_sm120",) and kernels.ops[0].engine is None
+    with pytest.raises(EngineError, match=r"^engine: got 'cutlass'; accepted: 'cute_sm120' or 'reference'"):
+        check_support(graph, "sm_120", engine="cutlass")

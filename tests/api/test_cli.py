@@ -1,0 +1,58 @@
+"""The `frost` command line speaks one line on stderr and a non-zero exit code for bad options, never a
+traceback; `frost --version` names the package version."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import frost
+from frost.cli import main
+
+
+def _frost(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "frost", *argv], capture_output=True, text=True, timeout=300)
+
+
+def test_version():
+    done = _frost("--version")
+    assert done.returncode == 0 and done.stdout == f"frost {frost.__version__}\n"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_demo_on_a_missing_cuda_device_is_one_line_and_exit_2():
+    done = _frost("demo", "--device", "cuda")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == "frost demo: --device: got 'cuda'; accepted: cpu (torch sees no CUDA device here)\n"
+
+
+@pytest.mark.parametrize("argv, start", [
+    (["demo", "--heads-q", "5", "--heads-kv", "2"],
+     "frost demo: --heads-kv: got 2; accepted: a divisor of --heads-q 5"),
+    (["demo", "--device", "tpu"], "frost demo: --device: got 'tpu'; accepted: cpu or cuda[:N]"),
+])
+def test_bad_demo_options_are_one_line_and_exit_2(argv, start, capsys):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(start) and captured.err.count("\n") == 1 and "Traceback" not in captured.err
+
+
+def test_a_frost_error_from_any_command_is_one_line(monkeypatch, capsys):
+    import frost.commands.schema as schema
+
+    def failing(args):
+        raise frost.GraphError("graph", "x", "a graph")
+
+    monkeypatch.setattr(schema, "run", failing)
+    assert main(["schema"]) == 2
+    assert capsys.readouterr().err == "frost schema: graph: got 'x'; accepted: a graph\n"
+
+
+def test_an_unwritable_output_file_is_one_line(tmp_path, capsys):
+    target = tmp_path / "missing-dir" / "schema.json"
+    assert main(["schema", "--output", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("frost schema: ") and str(target) in err and err.count("\n") == 1
