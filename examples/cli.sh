@@ -1,7 +1,9 @@
 frost demo --seq 128 --head-dim 96                          # other shapes; --device cpu or cuda (default: cuda if any)
-frost probe examples/gpt_oss_layer.json --target sm_120     # can sm_120 serve this graph? exit 0 yes, 1 no, 2 bad input
+frost probe examples/gpt_oss_layer.json --target sm_120     # can sm_120 serve this graph (any engine)? exit 0 yes, 1 no, 2 bad input
+frost probe examples/gpt_oss_layer.json --target sm_120 --engine cute_sm120   # ... on a GPU kernel, not the reference
 frost probe examples/gpt_oss_layer.json --json              # this machine; the report as JSON
-frost support-matrix --output -                             # what each engine serves (docs/support_matrix.md)
+frost support-matrix                                        # what each engine serves, to stdout (--output FILE writes it)
+frost --version                                             # the installed version
 frost schema                                                # the graph JSON schema
 frost cache                                                 # the on-disk kernel and report cache (--prune, --clear)
 frost bench --suite issue7 --ceiling --out docs/bench       # GPU only: frost against its peers, in one process
