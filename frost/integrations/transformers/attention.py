@@ -78,15 +78,18 @@ def _resolve_mask(attention_mask, module, query, key, sliding_window, is_causal)
         raise UnsupportedAttentionMask("attention_mask", f"a mask for (Sq, Skv) = "
                                        f"{(attention_mask.q_length, attention_mask.kv_length)}",
                                        f"a mask for this layer's (Sq, Skv) = {sizes}")
-    if sliding_window and attention_mask.band != (sliding_window - 1, 0):
-        raise UnsupportedAttentionMask(
-            "attention_mask", f"a mask with band {attention_mask.band}",
-            f"the band ({sliding_window - 1}, 0) of sliding_window={sliding_window}",
-            "the layer's sliding_window and its mask disagree, so transformers' own implementations disagree too")
+    band = attention_mask.bands[0]
+    if sliding_window:
+        band = (sliding_window - 1, 0)
+        if band not in attention_mask.bands:
+            raise UnsupportedAttentionMask(
+                "attention_mask", f"a mask with band {attention_mask.bands[0]}",
+                f"the band {band} of sliding_window={sliding_window}",
+                "the layer's sliding_window and its mask disagree, so transformers' own implementations disagree")
     seq_len_kv = attention_mask.seq_len_kv
     if seq_len_kv is not None:
         seq_len_kv = seq_len_kv.to(device=query.device, dtype=torch.int32)
-    return attention_mask.band, attention_mask.alignment, seq_len_kv
+    return band, attention_mask.alignment, seq_len_kv
 
 
 def _describe(value) -> str:

@@ -27,13 +27,14 @@ _CHECK_ELEMENTS = 1 << 22   # mask entries compared per chunk when a mask functi
 @dataclass(frozen=True)
 class FrostMask:
     """A mask in frost's terms: key j of query i (local indices) is kept iff j - i - diag lies in
-    [-band[0], band[1]] (None: unbounded), with diag 0 (top_left) or Skv - Sq (bottom_right), and j < seq_len_kv[b]
-    (None: every key is valid). Queries are never masked: a padded query row attends like any other row, as in
-    transformers' own masks."""
+    [-left, right] (None: unbounded) for the band (left, right), with diag 0 (top_left) or Skv - Sq (bottom_right),
+    and j < seq_len_kv[b] (None: every key is valid). `bands` lists every band that keeps the same pairs on this
+    grid (the first when the layer names none). Queries are never masked: a padded query row attends like any
+    other row, as in transformers' own masks."""
 
     q_length: int
     kv_length: int
-    band: Band
+    bands: tuple[Band, ...]
     alignment: str
     seq_len_kv: Optional[torch.Tensor]
 
@@ -45,22 +46,24 @@ def frost_mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_of
     """The AttentionMaskInterface entry for "frost" (same arguments as transformers.masking_utils.sdpa_mask)."""
     q_offset, kv_offset = int(q_offset), int(kv_offset)
     windows = sorted({w for w in (local_size, getattr(config, "sliding_window", None)) if w})
-    band = mask_band(mask_function, batch_size, q_length, kv_length, q_offset, kv_offset, windows, use_vmap, device)
+    bands = mask_band(mask_function, batch_size, q_length, kv_length, q_offset, kv_offset, windows, use_vmap, device)
     seq_len_kv = right_padding_lengths(attention_mask, kv_length, kv_offset)
-    alignment = diagonal_alignment(band, q_offset - kv_offset, q_length, kv_length, padded=seq_len_kv is not None)
-    return FrostMask(q_length, kv_length, band, alignment, seq_len_kv)
+    alignment = diagonal_alignment(bands[0], q_offset - kv_offset, q_length, kv_length, padded=seq_len_kv is not None)
+    return FrostMask(q_length, kv_length, bands, alignment, seq_len_kv)
 
 
 def mask_band(mask_function: Callable, batch_size: int, q_length: int, kv_length: int, q_offset: int,
-              kv_offset: int, windows: list[int], use_vmap: bool, device) -> Band:
-    """The band (left, right), in absolute positions, that `mask_function` keeps: transformers' causal and
+              kv_offset: int, windows: list[int], use_vmap: bool, device) -> tuple[Band, ...]:
+    """The bands (left, right), in absolute positions, that keep what `mask_function` keeps on this grid: more
+    than one when they coincide there (a sliding window no query reaches past). transformers' causal and
     bidirectional functions are known; any other function is evaluated in row chunks and compared exactly with
     the bands frost can run (causal, bidirectional, causal sliding window W -> (W - 1, 0), bidirectional window W
     -> (W, W), for each W in `windows`)."""
     if mask_function is causal_mask_function:
-        return CAUSAL
+        nearest = kv_offset - (q_offset + q_length - 1)   # the smallest key - query position on the grid
+        return (CAUSAL, *((w - 1, 0) for w in windows if nearest >= -(w - 1)))
     if mask_function is bidirectional_mask_function:
-        return BIDIRECTIONAL
+        return (BIDIRECTIONAL,)
     candidates = [CAUSAL, BIDIRECTIONAL, *((w - 1, 0) for w in windows), *((w, w) for w in windows)]
     rows = max(1, _CHECK_ELEMENTS // max(1, batch_size * kv_length))
     kv_pos = torch.arange(kv_length, device=device) + kv_offset
@@ -80,7 +83,7 @@ def mask_band(mask_function: Callable, batch_size: int, q_length: int, kv_length
                 "padding from the 2-D attention_mask",
                 "packed sequences (position_ids that restart within a row), chunked attention and or_mask/and_mask "
                 "functions build masks that frost does not express")
-    return candidates[0]
+    return tuple(candidates)
 
 
 def band_keep(rel: torch.Tensor, band: Band) -> torch.Tensor:
