@@ -14,13 +14,13 @@ VOCAB = 96
 SLIDING_WINDOW = 6
 
 
-def gpt_oss(seed: int = 0, **overrides) -> GptOssForCausalLM:
+def gpt_oss(seed: int = 0, sliding_window: int = SLIDING_WINDOW, **overrides) -> GptOssForCausalLM:
     """2 layers (one sliding, one full), GQA 8:2, head dim 64, sinks of both signs. Two experts, both always
     chosen, so bf16 rounding cannot flip a routing decision between the runs being compared."""
     torch.manual_seed(seed)
     config = GptOssConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
                           num_attention_heads=8, num_key_value_heads=2, head_dim=64, num_local_experts=2,
-                          num_experts_per_tok=2, sliding_window=SLIDING_WINDOW,
+                          num_experts_per_tok=2, sliding_window=sliding_window,
                           layer_types=["sliding_attention", "full_attention"], **overrides)
     model = GptOssForCausalLM._from_config(config, experts_implementation="eager", dtype=torch.float64)
     signs = torch.tensor([1.0, -1.0]).repeat(4)
@@ -57,11 +57,12 @@ def batch(batch_size: int = 2, seq_len: int = 20, lengths=None, seed: int = 1) -
     return inputs
 
 
-def loss_and_grads(model, impl: str, dtype: torch.dtype, inputs: dict) -> dict[str, torch.Tensor]:
+def loss_and_grads(model, impl: str, dtype: torch.dtype, inputs: dict, device="cpu") -> dict[str, torch.Tensor]:
     """{"loss": per-token losses, parameter name: gradient} in float64, for a copy of `model` in `dtype` running
     `impl` and trained on the mean token loss. Per-token losses, not their mean: a mean can cancel errors."""
     frost_hf.register()
-    m = copy.deepcopy(model).to(dtype)
+    m = copy.deepcopy(model).to(device=device, dtype=dtype)
+    inputs = {k: v.to(device) for k, v in inputs.items()}
     m.set_attn_implementation(impl)
     m.zero_grad()
     labels = inputs["labels"]
@@ -80,14 +81,15 @@ def max_errors(got: dict, ref: dict) -> dict[str, float]:
     return {name: (got[name] - ref[name]).abs().max().item() for name in ref}
 
 
-def assert_fa_rule(model, inputs: dict, floor: float = 1e-6) -> None:
+def assert_fa_rule(model, inputs: dict, floor: float = 1e-6, device="cpu",
+                   dtypes=(torch.float32, torch.bfloat16)) -> None:
     """FlashAttention's rule, per tensor (the per-token losses and every parameter's gradient): frost's error against the fp64
-    eager model is at most twice eager's own error at the same precision, plus a small floor, in fp32 and bf16."""
-    ref = loss_and_grads(model, "eager", torch.float64, inputs)
+    eager model is at most twice eager's own error at the same precision, plus a small floor, in each of `dtypes`."""
+    ref = loss_and_grads(model, "eager", torch.float64, inputs, device)
     assert set(ref) > {"loss"}, "no parameter received a gradient"
-    for dtype in (torch.float32, torch.bfloat16):
-        eager = max_errors(loss_and_grads(model, "eager", dtype, inputs), ref)
-        frost = max_errors(loss_and_grads(model, "frost", dtype, inputs), ref)
+    for dtype in dtypes:
+        eager = max_errors(loss_and_grads(model, "eager", dtype, inputs, device), ref)
+        frost = max_errors(loss_and_grads(model, "frost", dtype, inputs, device), ref)
         assert set(frost) == set(ref)
         bad = {n: (frost[n], eager[n]) for n in ref
                if not frost[n] <= 2 * eager[n] + floor * max(1.0, ref[n].abs().max().item())}

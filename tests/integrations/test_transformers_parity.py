@@ -32,3 +32,14 @@ def test_right_padding_changes_the_loss():
     with_mask = loss_and_grads(model, "eager", torch.float64, padded)["loss"]
     without = loss_and_grads(model, "eager", torch.float64, unmasked)["loss"]
     assert (with_mask - without).abs().max().item() > 1e-3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("seq_len, lengths", [(1024, None), (2048, None), (4096, None), (4096, [4096, 3001])])
+def test_gpt_oss_long_sequences_bf16_on_cuda(seq_len, lengths):
+    """The tiny gpt-oss model at training lengths, its sliding layer at gpt-oss's 128-token window."""
+    import torch
+
+    batch_size = 1 if lengths is None else len(lengths)
+    assert_fa_rule(gpt_oss(sliding_window=128), batch(batch_size=batch_size, seq_len=seq_len, lengths=lengths),
+                   device="cuda", dtypes=(torch.bfloat16,))
