@@ -9,7 +9,7 @@ import torch  # noqa: E402
 import frost  # noqa: E402
 from frost.integrations.transformers import (UnsupportedAttentionMask, UnsupportedAttentionSetting,  # noqa: E402
                                              frost_attention_forward, frost_mask, register)
-from tests.integrations.hf_models import batch, gpt_oss, llama  # noqa: E402
+from hf_tiny_models import batch, gpt_oss, llama  # noqa: E402
 
 
 def _frost_model(make=llama, **kwargs):

@@ -10,7 +10,7 @@ from transformers.masking_utils import (causal_mask_function, sdpa_mask,  # noqa
                                         sliding_window_causal_mask_function)
 
 from frost.integrations.transformers import FrostMask, frost_mask, register  # noqa: E402
-from tests.integrations.hf_models import batch, gpt_oss, mistral  # noqa: E402
+from hf_tiny_models import batch, gpt_oss, mistral  # noqa: E402
 
 
 def _dense(mask: FrostMask, batch_size: int) -> torch.Tensor:

@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from tests.integrations.hf_models import assert_fa_rule, batch, gpt_oss, llama, loss_and_grads, mistral  # noqa: E402
+from hf_tiny_models import assert_fa_rule, batch, gpt_oss, llama, loss_and_grads, mistral  # noqa: E402
 
 
 def test_gpt_oss_sinks_sliding_and_full_layers():
