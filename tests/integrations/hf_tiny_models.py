@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 
 import torch
-from transformers import GptOssConfig, GptOssForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig, \
-    MistralForCausalLM
+from transformers import (GptOssConfig, GptOssForCausalLM, LlamaConfig, LlamaForCausalLM, MistralConfig,
+                          MistralForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
 import frost.integrations.transformers as frost_hf
 
@@ -44,6 +44,15 @@ def mistral(seed: int = 0) -> MistralForCausalLM:
     config = MistralConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                            num_attention_heads=8, num_key_value_heads=2, head_dim=64, sliding_window=SLIDING_WINDOW)
     return MistralForCausalLM._from_config(config, dtype=torch.float64)
+
+
+def qwen3(seed: int = 0) -> Qwen3ForCausalLM:
+    """2 layers (one full, one sliding), GQA 8:2, head dim 64, q/k norms."""
+    torch.manual_seed(seed)
+    config = Qwen3Config(vocab_size=VOCAB, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=8, num_key_value_heads=2, head_dim=64, use_sliding_window=True,
+                         max_window_layers=1, sliding_window=SLIDING_WINDOW)
+    return Qwen3ForCausalLM._from_config(config, dtype=torch.float64)
 
 
 def batch(batch_size: int = 2, seq_len: int = 20, lengths=None, seed: int = 1) -> dict:
