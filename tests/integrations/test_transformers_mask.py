@@ -6,10 +6,11 @@ import pytest
 pytest.importorskip("transformers")
 
 import torch  # noqa: E402
-from transformers.masking_utils import (causal_mask_function, sdpa_mask,  # noqa: E402
-                                        sliding_window_causal_mask_function)
+from transformers.masking_utils import (and_masks, causal_mask_function, sdpa_mask,  # noqa: E402
+                                        sliding_window_causal_mask_function, sliding_window_overlay)
 
 from frost.integrations.transformers import FrostMask, frost_mask, register  # noqa: E402
+from frost.integrations.transformers.band import recognised_band  # noqa: E402
 from hf_tiny_models import batch, gpt_oss, mistral  # noqa: E402
 
 
@@ -33,11 +34,28 @@ GRIDS = [  # (q_length, kv_length, q_offset, kv_offset): prefill, decode, chunke
 ]
 
 
+def _mask_function(kind: str, window):
+    """transformers' own function (read without evaluating it), or the same mask built another way (checked
+    densely)."""
+    if kind == "own":
+        return causal_mask_function if window is None else sliding_window_causal_mask_function(window)
+    if window is None:
+        return lambda b, h, q, kv: kv <= q
+    return and_masks(causal_mask_function, sliding_window_overlay(window))
+
+
+def test_own_functions_are_recognised():
+    assert recognised_band(causal_mask_function) == (None, 0)
+    assert recognised_band(sliding_window_causal_mask_function(5)) == (4, 0)
+    assert recognised_band(_mask_function("rebuilt", 5)) is None
+
+
+@pytest.mark.parametrize("kind", ["own", "rebuilt"])
 @pytest.mark.parametrize("window", [None, 4])
 @pytest.mark.parametrize("grid", GRIDS)
-def test_mask_matches_transformers(grid, window):
+def test_mask_matches_transformers(grid, window, kind):
     sq, skv, q_off, kv_off = grid
-    fn = causal_mask_function if window is None else sliding_window_causal_mask_function(window)
+    fn = _mask_function(kind, window)
     args = dict(batch_size=2, q_length=sq, kv_length=skv, q_offset=q_off, kv_offset=kv_off, mask_function=fn)
     got = frost_mask(**args, local_size=window)
     want = sdpa_mask(**args, allow_is_causal_skip=False)

@@ -13,7 +13,8 @@ import torch
 
 import frost
 from frost.integrations.transformers.errors import UnsupportedAttentionMask, UnsupportedAttentionSetting
-from frost.integrations.transformers.mask import BIDIRECTIONAL, CAUSAL, Band, FrostMask
+from frost.integrations.transformers.band import BIDIRECTIONAL, CAUSAL, Band
+from frost.integrations.transformers.mask import FrostMask
 
 # keyword arguments that change the math when set; frost has no counterpart for any of them
 _UNSUPPORTED_KWARGS = {

@@ -13,15 +13,10 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 import torch
-from transformers.masking_utils import (bidirectional_mask_function, causal_mask_function, prepare_padding_mask,
-                                        sdpa_mask)
+from transformers.masking_utils import causal_mask_function, prepare_padding_mask
 
+from frost.integrations.transformers.band import BIDIRECTIONAL, Band, mask_bands
 from frost.integrations.transformers.errors import UnsupportedAttentionMask
-
-Band = tuple[Optional[int], Optional[int]]
-CAUSAL: Band = (None, 0)
-BIDIRECTIONAL: Band = (None, None)
-_CHECK_ELEMENTS = 1 << 22   # mask entries compared per chunk when a mask function is checked densely
 
 
 @dataclass(frozen=True)
@@ -46,55 +41,10 @@ def frost_mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_of
     """The AttentionMaskInterface entry for "frost" (same arguments as transformers.masking_utils.sdpa_mask)."""
     q_offset, kv_offset = int(q_offset), int(kv_offset)
     windows = sorted({w for w in (local_size, getattr(config, "sliding_window", None)) if w})
-    bands = mask_band(mask_function, batch_size, q_length, kv_length, q_offset, kv_offset, windows, use_vmap, device)
+    bands = mask_bands(mask_function, batch_size, q_length, kv_length, q_offset, kv_offset, windows, use_vmap, device)
     seq_len_kv = right_padding_lengths(attention_mask, kv_length, kv_offset)
     alignment = diagonal_alignment(bands[0], q_offset - kv_offset, q_length, kv_length, padded=seq_len_kv is not None)
     return FrostMask(q_length, kv_length, bands, alignment, seq_len_kv)
-
-
-def mask_band(mask_function: Callable, batch_size: int, q_length: int, kv_length: int, q_offset: int,
-              kv_offset: int, windows: list[int], use_vmap: bool, device) -> tuple[Band, ...]:
-    """The bands (left, right), in absolute positions, that keep what `mask_function` keeps on this grid: more
-    than one when they coincide there (a sliding window no query reaches past). transformers' causal and
-    bidirectional functions are known; any other function is evaluated in row chunks and compared exactly with
-    the bands frost can run (causal, bidirectional, causal sliding window W -> (W - 1, 0), bidirectional window W
-    -> (W, W), for each W in `windows`)."""
-    if mask_function is causal_mask_function:
-        nearest = kv_offset - (q_offset + q_length - 1)   # the smallest key - query position on the grid
-        return (CAUSAL, *((w - 1, 0) for w in windows if nearest >= -(w - 1)))
-    if mask_function is bidirectional_mask_function:
-        return (BIDIRECTIONAL,)
-    candidates = [CAUSAL, BIDIRECTIONAL, *((w - 1, 0) for w in windows), *((w, w) for w in windows)]
-    rows = max(1, _CHECK_ELEMENTS // max(1, batch_size * kv_length))
-    kv_pos = torch.arange(kv_length, device=device) + kv_offset
-    for i0 in range(0, q_length, rows):
-        i1 = min(q_length, i0 + rows)
-        kept = sdpa_mask(batch_size=batch_size, q_length=i1 - i0, kv_length=kv_length, q_offset=q_offset + i0,
-                         kv_offset=kv_offset, mask_function=mask_function, attention_mask=None,
-                         allow_is_causal_skip=False, allow_is_bidirectional_skip=False, use_vmap=use_vmap,
-                         device=device)
-        q_pos = torch.arange(q_offset + i0, q_offset + i1, device=device)
-        rel = kv_pos[None, :] - q_pos[:, None]
-        candidates = [c for c in candidates if torch.equal(kept, band_keep(rel, c).expand_as(kept))]
-        if not candidates:
-            raise UnsupportedAttentionMask(
-                "mask_function", getattr(mask_function, "__qualname__", repr(mask_function)),
-                "causal, bidirectional or sliding-window masks (window from config.sliding_window), with right "
-                "padding from the 2-D attention_mask",
-                "packed sequences (position_ids that restart within a row), chunked attention and or_mask/and_mask "
-                "functions build masks that frost does not express")
-    return tuple(candidates)
-
-
-def band_keep(rel: torch.Tensor, band: Band) -> torch.Tensor:
-    """Which (query, key) pairs a band keeps, from rel = key position - query position."""
-    left, right = band
-    keep = torch.ones_like(rel, dtype=torch.bool)
-    if left is not None:
-        keep &= rel >= -left
-    if right is not None:
-        keep &= rel <= right
-    return keep
 
 
 def right_padding_lengths(attention_mask: Optional[torch.Tensor], kv_length: int,
