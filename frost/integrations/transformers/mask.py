@@ -19,7 +19,7 @@ from frost.integrations.transformers.band import BIDIRECTIONAL, Band, mask_bands
 from frost.integrations.transformers.errors import UnsupportedAttentionMask
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class FrostMask:
     """A mask in frost's terms: key j of query i (local indices) is kept iff j - i - diag lies in
     [-left, right] (None: unbounded) for the band (left, right), with diag 0 (top_left) or Skv - Sq (bottom_right),
