@@ -26,10 +26,11 @@ def _qkv(sq=8, skv=8):
 
 
 def test_left_padded_mask():
-    inputs = batch(batch_size=2, seq_len=10)
-    inputs["attention_mask"] = torch.ones(2, 10, dtype=torch.long)
+    inputs = batch(batch_size=3, seq_len=10)
+    inputs["attention_mask"] = torch.ones(3, 10, dtype=torch.long)
     inputs["attention_mask"][1, :3] = 0
-    with pytest.raises(UnsupportedAttentionMask, match=r"attention_mask\[1\].*left padding"):
+    inputs["attention_mask"][2, 7:] = 0   # a right-padded row in the same batch
+    with pytest.raises(UnsupportedAttentionMask, match=r"attention_mask\[1\]: got '0001111111'.*left padding"):
         _frost_model()(**inputs)
 
 

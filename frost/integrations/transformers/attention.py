@@ -12,8 +12,8 @@ from typing import Optional
 import torch
 
 import frost
-from frost.integrations.transformers.errors import UnsupportedAttentionMask, UnsupportedAttentionSetting
 from frost.integrations.transformers.band import BIDIRECTIONAL, CAUSAL, Band
+from frost.integrations.transformers.errors import UnsupportedAttentionMask, UnsupportedAttentionSetting
 from frost.integrations.transformers.mask import FrostMask
 
 # keyword arguments that change the math when set; frost has no counterpart for any of them

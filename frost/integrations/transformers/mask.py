@@ -61,7 +61,7 @@ def right_padding_lengths(attention_mask: Optional[torch.Tensor], kv_length: int
     expected = torch.arange(kv_length, device=keys.device)[None, :] < lengths[:, None]
     if not torch.equal(keys, expected):
         bad = int((keys != expected).any(dim=-1).nonzero()[0, 0])
-        left_padded = torch.equal(keys.flip(-1), expected)
+        left_padded = torch.equal(keys[bad].flip(-1), expected[bad])
         raise UnsupportedAttentionMask(
             f"attention_mask[{bad}]", _row_summary(keys[bad]),
             "right padding (ones, then zeros), e.g. tokenizer(..., padding_side='right')",
