@@ -92,8 +92,9 @@ def max_errors(got: dict, ref: dict) -> dict[str, float]:
 
 def assert_fa_rule(model, inputs: dict, floor: float = 1e-6, device="cpu",
                    dtypes=(torch.float32, torch.bfloat16)) -> None:
-    """FlashAttention's rule, per tensor (the per-token losses and every parameter's gradient): frost's error against the fp64
-    eager model is at most twice eager's own error at the same precision, plus a small floor, in each of `dtypes`."""
+    """FlashAttention's rule, per tensor (the per-token losses and every parameter's gradient): frost's error
+    against the fp64 eager model is at most twice eager's own error at the same precision, plus a small floor, in
+    each of `dtypes`."""
     ref = loss_and_grads(model, "eager", torch.float64, inputs, device)
     assert set(ref) > {"loss"}, "no parameter received a gradient"
     for dtype in dtypes:
