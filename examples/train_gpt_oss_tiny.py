@@ -42,7 +42,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--impls", default="frost,eager", help="attention implementations to train, comma-separated")
-    p.add_argument("--out-dir", type=Path, default=Path("train_gpt_oss_tiny_out"))
+    p.add_argument("--out-dir", type=Path, default=Path("out/train_gpt_oss_tiny"))
     args = p.parse_args(argv)
     args.seq_len = args.seq_len or (64 if args.tiny else 2048)
     args.batch_size = args.batch_size or (4 if args.tiny else 8)
