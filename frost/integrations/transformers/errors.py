@@ -1,0 +1,23 @@
+"""Typed errors of the transformers adapter: what a model asked for that frost cannot compute exactly."""
+
+from __future__ import annotations
+
+from frost.errors import FrostError
+
+
+class TransformersAdapterError(FrostError):
+    """Base of the adapter's errors; names the argument as transformers spells it, the value and what works."""
+
+    def __init__(self, subject: str, value: object, accepted: str, detail: str = "") -> None:
+        self.subject, self.value, self.accepted = subject, value, accepted
+        message = f"{subject}: got {value!r}; accepted: {accepted}"
+        super().__init__(f"{message} ({detail})" if detail else message)
+
+
+class UnsupportedAttentionMask(TransformersAdapterError):
+    """A mask frost cannot express (left padding, an arbitrary 4-D mask, packed sequences, a custom mask
+    function): raised instead of running attention with a mask that differs from the model's."""
+
+
+class UnsupportedAttentionSetting(TransformersAdapterError):
+    """An attention option frost does not implement (dropout > 0, softcap, a position bias, ...)."""
