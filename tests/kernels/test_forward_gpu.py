@@ -250,6 +250,8 @@ def test_bad_arguments():
         fwd(q, k, v, o, lse[:, :2], **kw)
     with pytest.raises(FrostError, match="sink"):
         fwd(q, k, v, o, lse, **{**kw, "sink": torch.zeros(3, device="cuda")})
+    with pytest.raises(FrostError, match="scale"):
+        fwd(q, k, v, o, lse, **{**kw, "scale": -1.0})
     with pytest.raises(FrostError, match="mask"):
         fwd(q, k, v, o, lse, **{**kw, "alignment": "diagonal"})
     with pytest.raises(FrostError, match="seq_len_q"):

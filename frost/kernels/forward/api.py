@@ -15,6 +15,7 @@ changes the compiled code:
   defaults to 0; None is unbounded; the alignment anchors the diagonal, bottom-right at j = i + skv_b - sq_b).
 - ``seq_len_q`` / ``seq_len_kv``: int32 (B,) device tensors of per-batch lengths (clamped to [0, S] in the kernel;
   checked only with ``check_lengths=True``, which synchronizes). Padded rows get O = 0 and LSE = -inf.
+- ``scale``: a finite number > 0 (the IR's attn_scale contract).
 - ``sink``: fp32 (Hq,) logits in natural-log units (not scaled): they enlarge each row's softmax denominator.
 
 A call allocates nothing and never synchronizes (one launch through TVM-FFI), so it can be captured in a CUDA
@@ -22,6 +23,7 @@ graph. Rows past Sq are not written; a (B, H, 0) problem launches nothing."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from frost.errors import TensorError
@@ -94,6 +96,8 @@ class CompiledForward:
                                                                       seq_len_kv, sink)
         if check_lengths:
             check_length_values(seq_len_q, seq_len_kv, seq_q, seq_kv)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+            raise TensorError("scale", scale, "a finite number > 0 (the softmax's max runs on unscaled scores)")
         left, right, flags = mask_values(causal, alignment, band_left, band_right)
         flags |= (FLAG_SEQ_Q if seq_len_q is not None else 0) | (FLAG_SEQ_KV if seq_len_kv is not None else 0)
         flags |= FLAG_SINK if sink is not None else 0

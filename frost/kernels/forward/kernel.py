@@ -5,8 +5,9 @@ tiles the mask lets it see (mask.AttentionMask.n_block_range: a band walks only 
 kv head h // G. Per KV tile, on mma.sync m16n8k16 with ldmatrix operands:
 
     S  = Q . K^T                 (A = Q,  B = K; fp32 registers)
-    S  = S * scale * log2(e), hidden entries -inf (only on tiles that straddle a bound: tile_needs_mask)
-    online softmax: row max m, P = exp2(S - m), row sum l, O rescaled by exp2(m_old - m)
+    hidden entries of S -inf (only on tiles that straddle a bound: tile_needs_mask)
+    online softmax in log2 units: row max m, P = exp2(S * scale * log2(e) - m), row sum l, O rescaled by
+    exp2(m_old - m)
     O += P . V                   (A = P from the S registers, B = V^T through ldmatrix.trans)
 
 Each warp owns whole query rows, so P never leaves registers and the row reductions stay in a lane quad. Loads are
@@ -237,10 +238,9 @@ class FwdKernel:
         cu.gemm_ss(mm.tiled, acc_s, mm.cA, mm.sQ, mm.rQ, mm.rQ_v, mm.cB, mm.sK[None, None, None, stage], mm.rK,
                    mm.rK_v)
         s_mn = cu.acc_mn_view(acc_s)
-        scale_scores(s_mn, soft.scale_log2)
         if soft.mask.tile_needs_mask(soft.m_block, n_block, self.M, self.N):
             hide_scores(soft.mask, s_mn, cu.acc_mn_view(mm.cS), soft.m_block, n_block, self.M, self.N)
-        online_softmax(s_mn, cu.acc_mn_view(acc_o), soft.row_max, soft.row_sum)
+        online_softmax(s_mn, cu.acc_mn_view(acc_o), soft.row_max, soft.row_sum, soft.scale_log2)
         return cu.convert(acc_s, self.dtype)
 
     # ------------------------------------------------------------------------------------------------ epilogue
@@ -274,21 +274,22 @@ class FwdKernel:
 
 # Elementwise steps on an accumulator in (query row, key) MN view.
 @cute.jit
-def scale_scores(s_mn: cute.Tensor, scale_log2: Float32):
-    """S -> S * scale * log2(e), in place (the softmax then runs in exp2)."""
-    for i in cutlass.range_constexpr(cute.size(s_mn)):
-        s_mn[i] = s_mn[i] * scale_log2
-
-
-@cute.jit
 def hide_scores(mask, s_mn: cute.Tensor, c_mn: cute.Tensor, m_block: Int32, n_block: Int32,
                 m_block_size: cutlass.Constexpr, n_block_size: cutlass.Constexpr):
-    """Entries the mask hides (mask.AttentionMask.visible) become -inf."""
+    """Entries the mask hides become -inf. The band test (mask.AttentionMask.visible's) is one unsigned compare
+    per entry, key - row - left_offset <= right_offset - left_offset (as in AttentionMask.zero_hidden's
+    by_difference), the key bound a second loop run only on a tile that straddles seqlen_kv."""
     row0, key0 = m_block * m_block_size, n_block * n_block_size
+    base, width = key0 - row0 - mask.left_offset, mask.right_offset - mask.left_offset
     for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
         for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
-            vis = mask.visible(row0 + c_mn[r, 0][0], key0 + c_mn[0, c][1])
+            vis = cu.unsigned_le(base + c_mn[0, c][1] - c_mn[r, 0][0], width)
             s_mn[r, c] = s_mn[r, c] if vis else Float32(NEG_INF)
+    if key0 + n_block_size > mask.seqlen_kv:
+        limit = mask.seqlen_kv - key0
+        for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
+            for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
+                s_mn[r, c] = s_mn[r, c] if c_mn[0, c][1] < limit else Float32(NEG_INF)
 
 
 @cute.jit
@@ -304,22 +305,24 @@ def quad_sum(x: Float32) -> Float32:
 
 
 @cute.jit
-def online_softmax(s_mn: cute.Tensor, o_mn: cute.Tensor, row_max: cute.Tensor, row_sum: cute.Tensor):
-    """S (log2 units) -> P = exp2(S - m) in place with m the running row max; O and this thread's part of the row
-    sum are rescaled by exp2(m_old - m). A row that has seen no key keeps m = -inf and P = 0 (the exponent's
-    offset is 0 then, never -inf - -inf)."""
+def online_softmax(s_mn: cute.Tensor, o_mn: cute.Tensor, row_max: cute.Tensor, row_sum: cute.Tensor,
+                   scale_log2: Float32):
+    """Raw scores S -> P = exp2(S * scale * log2(e) - m) in place (one FFMA and one exp2 per entry), m the running
+    row max in log2 units (the scale is > 0, so the raw max scales to it); O and this thread's part of the row sum
+    are rescaled by exp2(m_old - m). A row that has seen no key keeps m = -inf and P = 0 (the exponent's offset is
+    0 then, never -inf - -inf)."""
     for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
         m_old = row_max[r]
-        m = m_old
-        for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
-            m = cute.arch.fmax(m, s_mn[r, c])
-        m = quad_max(m)
+        m_raw = s_mn[r, 0]
+        for c in cutlass.range_constexpr(1, cute.size(s_mn, mode=[1])):
+            m_raw = cute.arch.fmax(m_raw, s_mn[r, c])
+        m = cute.arch.fmax(m_old, quad_max(m_raw) * scale_log2)
         row_max[r] = m
         offset = m if m != Float32(NEG_INF) else Float32(0.0)
         corr = cute.math.exp2(m_old - offset, fastmath=True)
         part = Float32(0.0)
         for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
-            p = cute.math.exp2(s_mn[r, c] - offset, fastmath=True)
+            p = cute.math.exp2(s_mn[r, c] * scale_log2 - offset, fastmath=True)
             s_mn[r, c] = p
             part = part + p
         row_sum[r] = row_sum[r] * corr + part
