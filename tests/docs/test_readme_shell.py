@@ -63,3 +63,15 @@ def test_readme_test_command_is_what_ci_runs():
     assert len(ci) == 1 and readme, (ci, readme)
     ci_words = shlex.split(ci[0].replace("python3 -m pip", "pip").replace("pip install -q", "pip install"))
     assert ci_words == shlex.split(readme[0])
+
+
+def test_training_example_runs_as_written(tmp_path):
+    """The README's transformers line, as written (its pip line is the install the test extra already did)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("transformers")
+    (argv, _), = [c for c in _commands("train.sh") if c[0][0] == "python3"]
+    done = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "frost: final loss" in done.stdout and "eager: final loss" in done.stdout
