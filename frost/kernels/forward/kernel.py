@@ -11,8 +11,9 @@ kv head h // G. Per KV tile, on mma.sync m16n8k16 with ldmatrix operands:
     O += P . V                   (A = P from the S registers, B = V^T through ldmatrix.trans)
 
 Each warp owns whole query rows, so P never leaves registers and the row reductions stay in a lane quad. Loads are
-cp.async (16 B), zero-filled outside the batch's rows/keys and the logical head dims; the next K tile loads while
-P.V runs, V while Q.K^T runs. The epilogue folds in the sink (natural-log units, not scaled): with M = max(m,
+cp.async (16 B), zero-filled outside the batch's rows/keys and the logical head dims; with two K/V stages
+(tiles.ForwardTile.kv_stages) the next KV tile loads during this one, with one the next K loads while P.V runs and
+V while Q.K^T runs. The epilogue folds in the sink (natural-log units, not scaled): with M = max(m,
 sink * log2(e)), LSE = ln2 * (M + log2(l * 2^(m - M) + 2^(sink log2(e) - M))) and O = O * 2^(m - M) / that sum.
 A padded row (i >= seq_len_q[b]) gets O = 0 and LSE = -inf; a valid row that sees no key O = 0 and LSE = sink
 (-inf without one); rows past Sq are not written.
