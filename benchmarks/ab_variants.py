@@ -41,9 +41,9 @@ def _prepare(c, det: bool, variant: str, dtype: str):
     from frost.bench.inputs import softmax_scale
     from frost.bench.runner import Options, make_sets
     from frost.kernels import choose_config, detect_arch, workspace_regions
-    from frost.kernels.api import CompiledBackward
-    from frost.kernels.compile import compile_kernels
-    from frost.kernels.launch import Problem
+    from frost.kernels.backward.api import CompiledBackward
+    from frost.kernels.backward.compile import compile_kernels
+    from frost.kernels.backward.launch import Problem
 
     sets = make_sets(c, Options(dtype=dtype))
     scale, (left, _) = softmax_scale(c), c.band

@@ -105,9 +105,9 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     """A closure running frost's backward on ``case``'s tensors (B, S, D and dtype from the case) into fixed grads;
     ``tile`` swaps in a tuning variant for the table's tile config; ``features`` go to every call."""
     from frost.kernels import choose_config, detect_arch, workspace_regions
-    from frost.kernels.api import CompiledBackward
-    from frost.kernels.compile import compile_kernels
-    from frost.kernels.launch import narrow_band_set, orders_dq
+    from frost.kernels.backward.api import CompiledBackward
+    from frost.kernels.backward.compile import compile_kernels
+    from frost.kernels.backward.launch import narrow_band_set, orders_dq
     from frost.kernels.mask import MaskSpec
 
     name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]
@@ -137,7 +137,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
 def bench_narrow_v(dtype, iters):
     """192/128 head dims (DeepSeek-style MLA) at B4 H16 S4096: the served tile (128-wide V tiles) against the same
     shape on the 192/192 tile (V padded to 192), frost only (torch's flash backend needs equal head dims)."""
-    from frost.kernels.tiles import tile_for
+    from frost.kernels.backward.tiles import tile_for
 
     print(f"{'shape':>34} | {'narrow V ms':>11} {'padded V ms':>11} | padded / narrow | max|narrow-padded|")
     for causal in (False, True):

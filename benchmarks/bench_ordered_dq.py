@@ -1,4 +1,4 @@
-"""Ordered vs atomic dQ on bands: the measurements behind frost.kernels.launch.ORDERED_BAND.
+"""Ordered vs atomic dQ on bands: the measurements behind frost.kernels.backward.launch.ORDERED_BAND.
 
     python3 benchmarks/bench_ordered_dq.py [--head-dims 32,48,64,80,96,128,160,256] [--widths 64,128,256]
     python3 benchmarks/bench_ordered_dq.py --issue-shapes      # gpt-oss and GQA d128 shapes, L up to 2048
@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_kernels import GqaCase, _time  # noqa: E402
 
-import frost.kernels.launch as launch  # noqa: E402
-from frost.kernels.tiles import HEAD_DIM_PADS  # noqa: E402
+import frost.kernels.backward.launch as launch  # noqa: E402
+from frost.kernels.backward.tiles import HEAD_DIM_PADS  # noqa: E402
 
 ALWAYS = 1 << 30
 

@@ -9,7 +9,7 @@ from cutlass import Float32, Int32, Int64
 from cutlass._mlir.dialects import arith, llvm
 from cutlass.cutlass_dsl import dsl_user_op
 
-from frost.kernels.tiles import swizzle_atom_cols
+from frost.kernels.geometry import swizzle_atom_cols
 
 _SWIZZLE_BY_ATOM_COLS = {64: 3, 32: 2, 16: 1}
 

@@ -44,8 +44,8 @@ def _tool(name: str) -> str:
 def _builds():
     """(key, tile override, label): every served set, plus the unserved grid-kernel variants (bf16) so that code
     keeps building too."""
-    from frost.kernels.compile import DTYPES, MHA_PTXAS, KernelKey
-    from frost.kernels.tiles import DQ_GEMM_TILES, GRID_VARIANTS, narrow_pads, served_pads
+    from frost.kernels.backward.compile import DTYPES, MHA_PTXAS, KernelKey
+    from frost.kernels.backward.tiles import DQ_GEMM_TILES, GRID_VARIANTS, narrow_pads, served_pads
 
     served = [(KernelKey(dt, d, arch, 0 if dv == d else dv, ordered), None, "") for arch in ARCHS
               for dt in DTYPES for d, dv in served_pads() for ordered in (False, True)]
@@ -69,7 +69,7 @@ def _tag(key, label: str) -> str:
 
 def _build(item, outdir):
     """Child process: compile one kernel set, write its cubin; return (key, label, main smem bytes, cubin path)."""
-    from frost.kernels.compile import compile_kernels
+    from frost.kernels.backward.compile import compile_kernels
 
     key, tile, label = item
     ks = compile_kernels(key, keep_cubin=True, tile=tile)
@@ -81,15 +81,15 @@ def _build(item, outdir):
 
 def _resources(cubin: str) -> dict:
     """kernel name -> resource usage, for every function of the one cubin the backward compiles to."""
-    from frost.kernels.compile import kernel_role
+    from frost.kernels.backward.compile import kernel_role
 
     with open(cubin, "rb") as f:
         return {kernel_role(function): res for function, res in resources_by_function(f.read()).items()}
 
 
 def test_compile_gate():
-    from frost.kernels.compile import MHA_PTXAS
-    from frost.kernels.tiles import DQ_GEMM_TILES, narrow_pads, served_pads
+    from frost.kernels.backward.compile import MHA_PTXAS
+    from frost.kernels.backward.tiles import DQ_GEMM_TILES, narrow_pads, served_pads
 
     _tool("cuobjdump")
     nvdisasm = _tool("nvdisasm")

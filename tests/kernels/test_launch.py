@@ -9,15 +9,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from frost.kernels.api import choose_config, workspace_regions
-from frost.kernels.bwd_main import BwdMainKernel
-from frost.kernels.chain import BackwardChain
-from frost.kernels.dq_convert import DqConvertKernel
-from frost.kernels.dq_gemm import DqGemmKernel
-from frost.kernels.launch import LOG2_E, Launch, Problem
+from frost.kernels.backward.api import choose_config, workspace_regions
+from frost.kernels.backward.bwd_main import BwdMainKernel
+from frost.kernels.backward.chain import BackwardChain
+from frost.kernels.backward.dq_convert import DqConvertKernel
+from frost.kernels.backward.dq_gemm import DqGemmKernel
+from frost.kernels.backward.launch import LOG2_E, Launch, Problem
 from frost.kernels.mask import (FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND,
                                 main_writes_dq)
-from frost.kernels.preprocess import PreprocessKernel
+from frost.kernels.backward.preprocess import PreprocessKernel
 
 KERNELS = {"preprocess": PreprocessKernel, "main": BwdMainKernel, "dq_convert": DqConvertKernel}
 
@@ -139,7 +139,7 @@ def test_narrow_bands_order_dq_in_the_default_mode(d, band, det, ordered):
 def test_ordered_dq_has_a_kernel_set_of_its_own(monkeypatch):
     """Ordered and atomic dQ compile to different kernel sets (the key says which): a Launch refuses a problem of
     the other kind, and CompiledBackward.bind serves one through its twin set, fetched once."""
-    from frost.kernels import api
+    from frost.kernels.backward import api
 
     atomic_cfg, tensors, ws = _problem_tensors()
     ordered_cfg, _, _ = _problem_tensors(deterministic=True)
@@ -162,9 +162,9 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     (the shared set's tile with tiles._MHA_CHANGES, compiled with them; fetched once); GQA problems, ordered dQ and
     other pads keep the shared set. An MHA set is correct for any problem: its key is that tile's plus ':mha', and
     no key claims one that MHA_PTXAS lacks."""
-    from frost.kernels import api
-    from frost.kernels.compile import KernelKey, tile_key
-    from frost.kernels.tiles import tile_for_set
+    from frost.kernels.backward import api
+    from frost.kernels.backward.compile import KernelKey, tile_key
+    from frost.kernels.backward.tiles import tile_for_set
 
     cfg, _, _ = _problem_tensors()
     mha_key = replace(cfg, mha=True).kernel_key
@@ -199,7 +199,7 @@ def test_narrow_bands_run_on_a_narrow_band_set_where_one_exists(d, band, det, na
     its pad has one (tiles._NARROW_CHANGES: its tile is the ordered set's with those changes, its key the ordered
     one's kind plus ':nb'); wide bands, atomic problems and the other pads never do. The Launch passes it the
     ordered flag."""
-    from frost.kernels.tiles import _NARROW_CHANGES, tile_for_pads, tile_for_set
+    from frost.kernels.backward.tiles import _NARROW_CHANGES, tile_for_pads, tile_for_set
 
     calls = {}
     cfg, tensors, ws = _problem_tensors(d=d, band_left=band[0], band_right=band[1], deterministic=det)
@@ -216,8 +216,8 @@ def test_the_narrow_band_set_is_a_twin_of_the_ordered_set(monkeypatch):
     """A narrow-band key needs ordered dQ and a pad with such a set, and carries its ptxas options
     (compile.NARROW_PTXAS); a Launch refuses a problem of the other kind, and CompiledBackward.bind serves narrow and
     wide deterministic problems through each other's twin, fetched once."""
-    from frost.kernels import api
-    from frost.kernels.compile import NARROW_PTXAS, KernelKey
+    from frost.kernels.backward import api
+    from frost.kernels.backward.compile import NARROW_PTXAS, KernelKey
 
     for d, bad in ((64, {}), (160, {"ordered": True}), (64, {"ordered": True, "mha": True})):
         with pytest.raises(ValueError, match="narrow-band"):
@@ -244,8 +244,8 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
     GEMM over a stored dS^T: no ordered relay), whose workspace holds dS^T in its dq_accum region (d160/d192/d256:
     the default mode too); a problem whose dS^T would pass dq_gemm.DQ_GEMM_MAX_BYTES runs on the relay instead, a
     default-mode one on the atomic set (twins, fetched once), and a Launch refuses a problem of another kind."""
-    from frost.kernels import api, dq_gemm
-    from frost.kernels.compile import KernelKey
+    from frost.kernels.backward import api, dq_gemm
+    from frost.kernels.backward.compile import KernelKey
 
     cfg, tensors, ws = _problem_tensors(d=128, deterministic=True)
     assert cfg.dq_gemm and not cfg.ordered and cfg.kernel_key.as_str().endswith(":o0:dqg")
@@ -317,7 +317,7 @@ def test_empty_problems_zero_dsink():
 
 
 def test_with_config_shares_kernels_only_within_a_compile_key():
-    from frost.kernels.api import CompiledBackward
+    from frost.kernels.backward.api import CompiledBackward
 
     kernels = object()   # stands in for a compiled set: nothing here launches
     causal = choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a")
@@ -337,14 +337,14 @@ def test_bind_refuses_sequences_past_the_accumulator_offsets(d, limit, monkeypat
     at the same limit the probe declines with (seq_len_max)."""
     from frost.analyzer.capability import ACC_COL_PADS, ACC_ROW_PAD, CUTE_SM120, acc_cols, max_seq_q
     from frost.errors import TensorError
-    from frost.kernels import rowwise
-    from frost.kernels.api import CompiledBackward
-    from frost.kernels.tiles import HEAD_DIM_PADS, tile_for
+    from frost.kernels.backward import rowwise
+    from frost.kernels.backward.api import CompiledBackward
+    from frost.kernels.backward.tiles import HEAD_DIM_PADS, tile_for
 
     assert ACC_ROW_PAD == rowwise.SEQ_PAD and ACC_COL_PADS == HEAD_DIM_PADS
     assert all(tile_for(h, h).head_dim_pad == acc_cols(h) for h in range(8, 257, 8))
     assert max_seq_q(CUTE_SM120, d) == limit and (limit + ACC_ROW_PAD) * d > (1 << 31) - 1 >= limit * d
-    from frost.kernels import api
+    from frost.kernels.backward import api
 
     bwd = CompiledBackward(choose_config("bfloat16", d, d, True, "top_left", "sm_90a"), _recording_kernels({}))
     # (a twin set -- d256's problem past the dS workspace's limit runs on the atomic set -- is not compiled)
@@ -361,7 +361,7 @@ def test_checked_call_names_the_bad_tensor():
     """CompiledBackward.__call__ checks every tensor before any launch and raises a TensorError (a ValueError)
     naming the tensor, what it got and what it accepts; on a CPU-only machine correct tensors stop at q.device."""
     from frost.errors import TensorError
-    from frost.kernels.api import CompiledBackward
+    from frost.kernels.backward.api import CompiledBackward
 
     cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
     bwd = CompiledBackward(cfg, _recording_kernels({}))
@@ -377,7 +377,7 @@ def test_checked_call_names_the_bad_tensor():
     with pytest.raises(TensorError, match=r"dk\.stride"):
         call(dk=torch.zeros(2, 2, 140, 68, dtype=torch.bfloat16)[..., :64])   # rows pitched to 136 bytes
     from frost.analyzer.extract import SEQ_STRIDE_LIMIT
-    from frost.kernels.api import MAX_SEQ_STRIDE
+    from frost.kernels.backward.api import MAX_SEQ_STRIDE
 
     assert MAX_SEQ_STRIDE == SEQ_STRIDE_LIMIT == 1 << 24  # the probe declines (seq_stride_max) what the call refuses
     with pytest.raises(TensorError, match=r"q\.stride: got \(0, 64, 16777216, 1\); accepted: a sequence stride"):
@@ -392,7 +392,7 @@ def test_checked_call_names_the_bad_tensor():
 def test_checked_entry_keeps_a_bound_launch_per_problem(monkeypatch):
     """CompiledBackward.__call__ binds a problem once (so its repeated calls can replay a CUDA graph), keeps at
     most MAX_BOUND_LAUNCHES of them (the oldest goes), and launches with the tensors of each call."""
-    from frost.kernels import api
+    from frost.kernels.backward import api
 
     calls = {}
     cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
@@ -413,7 +413,7 @@ def test_checked_entry_keeps_a_bound_launch_per_problem(monkeypatch):
 def test_dq_gemm_workspace_limit_from_the_environment(monkeypatch):
     """FROST_DQ_GEMM_MAX_BYTES caps the dS workspace (0: never use it); anything but a byte count is refused,
     naming the variable, the value and what is accepted."""
-    from frost.kernels import dq_gemm
+    from frost.kernels.backward import dq_gemm
 
     monkeypatch.delenv("FROST_DQ_GEMM_MAX_BYTES", raising=False)
     assert dq_gemm._max_bytes_from_env() == 2 ** 31

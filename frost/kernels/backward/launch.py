@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from frost.kernels.rowwise import seq_pad
-from frost.kernels.compile import DQ_GEMM_DEFAULT_PADS, has_dq_gemm_set
-from frost.kernels.dq_gemm import dq_gemm_fits
-from frost.kernels.tiles import has_narrow_set
+from frost.kernels.backward.rowwise import seq_pad
+from frost.kernels.backward.compile import DQ_GEMM_DEFAULT_PADS, has_dq_gemm_set
+from frost.kernels.backward.dq_gemm import dq_gemm_fits
+from frost.kernels.backward.tiles import has_narrow_set
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
-from frost.kernels.preprocess import LOG2_E
+from frost.kernels.backward.preprocess import LOG2_E
 
 
 @dataclass(frozen=True)

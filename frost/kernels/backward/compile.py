@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
-from frost.kernels.tiles import (DQ_GEMM_TILES, TileConfig, dq_gemm_tile, has_narrow_set, narrow_pads,
+from frost.kernels.backward.tiles import (DQ_GEMM_TILES, TileConfig, dq_gemm_tile, has_narrow_set, narrow_pads,
                                  tile_for_pads, tile_for_target)
 
 DTYPES = ("float16", "bfloat16")
@@ -174,15 +174,15 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     from cutlass import Float32, Int32, Int64
     from cutlass.cute.runtime import make_fake_stream, make_ptr
 
-    from frost.kernels.bwd_main import BwdMainKernel
-    from frost.kernels.bwd_main_ds import BwdMainDsKernel, BwdMainGridDsKernel, BwdMainRowsDsKernel
-    from frost.kernels.bwd_main_grid import BwdMainGridKernel
-    from frost.kernels.bwd_main_lag import BwdMainLagKernel
-    from frost.kernels.bwd_main_pipe import BwdMainPipeKernel
-    from frost.kernels.chain import BackwardChain
-    from frost.kernels.dq_convert import DqConvertKernel
+    from frost.kernels.backward.bwd_main import BwdMainKernel
+    from frost.kernels.backward.bwd_main_ds import BwdMainDsKernel, BwdMainGridDsKernel, BwdMainRowsDsKernel
+    from frost.kernels.backward.bwd_main_grid import BwdMainGridKernel
+    from frost.kernels.backward.bwd_main_lag import BwdMainLagKernel
+    from frost.kernels.backward.bwd_main_pipe import BwdMainPipeKernel
+    from frost.kernels.backward.chain import BackwardChain
+    from frost.kernels.backward.dq_convert import DqConvertKernel
     from frost.kernels.mask import main_writes_dq
-    from frost.kernels.preprocess import PreprocessKernel
+    from frost.kernels.backward.preprocess import PreprocessKernel
 
     if key.dtype not in DTYPES:
         raise ValueError(f"dtype {key.dtype!r} not in {DTYPES}")
@@ -229,7 +229,7 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
 def _dq_gemm_kernel(dt, key: KernelKey, tile: TileConfig, arch):
     """The dQ GEMM kernel of a dq_gemm set: its tile (tiles.DQ_GEMM_TILES), the main kernel's KV tile and whether it
     stores dS^T (the rows kernel) or dS (the grid kernel)."""
-    from frost.kernels.dq_gemm import DqGemmKernel
+    from frost.kernels.backward.dq_gemm import DqGemmKernel
 
     return DqGemmKernel(dt, key.head_dim_pad, arch, dq_gemm_tile(key.head_dim_pad, key.head_dim_v_pad),
                         main_kn=tile.n_block, keys_major=not tile.warp_grid)

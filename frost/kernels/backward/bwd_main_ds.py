@@ -14,11 +14,11 @@ import cutlass
 import cutlass.cute as cute
 
 from frost.kernels import cute_utils as cu
-from frost.kernels.bwd_main import BwdMainKernel
-from frost.kernels.bwd_main_grid import BwdMainGridKernel
-from frost.kernels.bwd_main_pipe import BwdMainPipeKernel
-from frost.kernels.dq_gemm import MAIN_KN, QM, ds_workspace
-from frost.kernels.ordering import kv_tile_of_block
+from frost.kernels.backward.bwd_main import BwdMainKernel
+from frost.kernels.backward.bwd_main_grid import BwdMainGridKernel
+from frost.kernels.backward.bwd_main_pipe import BwdMainPipeKernel
+from frost.kernels.backward.dq_gemm import MAIN_KN, QM, ds_workspace
+from frost.kernels.backward.ordering import kv_tile_of_block
 
 
 def _workspace(kernel, a, keys_major: bool):

@@ -28,8 +28,8 @@ import cutlass
 import cutlass.cute as cute
 
 from frost.kernels import cute_utils as cu
-from frost.kernels.bwd_main import BwdMainKernel, smem_storage
-from frost.kernels.ordering import dq_order_release
+from frost.kernels.backward.bwd_main import BwdMainKernel, smem_storage
+from frost.kernels.backward.ordering import dq_order_release
 
 
 class BwdMainLagKernel(BwdMainKernel):

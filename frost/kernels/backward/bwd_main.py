@@ -50,9 +50,9 @@ from cutlass.cute.nvgpu import cpasync, warp
 from frost.kernels import cute_utils as cu
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
-from frost.kernels.ordering import block_order, dq_order_peek, dq_order_release, dq_order_wait, kv_tile_of_block
-from frost.kernels.preprocess import SEM_ROWS
-from frost.kernels.tiles import TileConfig
+from frost.kernels.backward.ordering import block_order, dq_order_peek, dq_order_release, dq_order_wait, kv_tile_of_block
+from frost.kernels.backward.preprocess import SEM_ROWS
+from frost.kernels.backward.tiles import TileConfig
 
 
 class BwdMainKernel:

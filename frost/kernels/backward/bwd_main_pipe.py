@@ -42,8 +42,8 @@ probabilities or dV) measured 6-11 % slower than at its top."""
 import cutlass
 import cutlass.cute as cute
 
-from frost.kernels.bwd_main_lag import BwdMainLagKernel
-from frost.kernels.tiles import pipe_mbarriers
+from frost.kernels.backward.bwd_main_lag import BwdMainLagKernel
+from frost.kernels.backward.tiles import pipe_mbarriers
 
 
 class BwdMainPipeKernel(BwdMainLagKernel):

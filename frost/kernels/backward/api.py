@@ -51,19 +51,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from frost.kernels import rowwise
+from frost.kernels.backward import rowwise
 from frost.kernels.arch import arch_config
-from frost.kernels.compile import DTYPES, KernelKey, get_kernels, has_mha_set
+from frost.kernels.backward.compile import DTYPES, KernelKey, get_kernels, has_mha_set
 from frost.errors import TensorError
-from frost.kernels.dq_gemm import dq_gemm_fits, ds_workspace_bytes
-from frost.kernels.launch import (Launch, Problem, narrow_band_set, orders_dq, problem_mask, problem_orders_dq,
+from frost.kernels.backward.dq_gemm import dq_gemm_fits, ds_workspace_bytes
+from frost.kernels.backward.launch import (Launch, Problem, narrow_band_set, orders_dq, problem_mask, problem_orders_dq,
                                   takes_dq_gemm, wants_dq_gemm)
 from frost.analyzer.capability import CUTE_SM120, max_seq_q
 from frost.analyzer.extract import SEQ_STRIDE_LIMIT
 from frost.kernels.mask import MaskSpec
-from frost.kernels.preprocess import SEM_ROWS
-from frost.kernels.rowwise import seq_pad
-from frost.kernels.tiles import TileConfig, pad_head_dim, tile_for
+from frost.kernels.backward.preprocess import SEM_ROWS
+from frost.kernels.backward.rowwise import seq_pad
+from frost.kernels.backward.tiles import TileConfig, pad_head_dim, tile_for
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from frost.kernels.arch import SMEM_LIMIT_BYTES
+from frost.kernels.geometry import swizzle_atom_cols
 
 HEAD_DIM_MULTIPLE = 8
 HEAD_DIM_MAX = 256
@@ -421,11 +422,6 @@ def pipe_mbarriers(stages: int, ordered: bool = False) -> int:
     """bwd_main_pipe's mbarriers: a full and an empty one per Q/dO stage and per dS^T buffer (two), and with ordered
     dQ two "adds done" ones (one per dS^T buffer's step)."""
     return 2 * stages + 4 + (2 if ordered else 0)
-
-
-def swizzle_atom_cols(cols: int) -> int:
-    """Width of the swizzle atom of a ``cols``-wide 16-bit shared-memory tile (cute_utils.smem_tile_layout)."""
-    return next(c for c in (64, 32, 16) if cols % c == 0)
 
 
 def pad_head_dim(head_dim: int) -> int:

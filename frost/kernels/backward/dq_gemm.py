@@ -44,12 +44,12 @@ from cutlass import Float32, Int32, Int64
 from cutlass.cute.nvgpu import warp
 
 from frost.kernels import cute_utils as cu
-from frost.kernels import rowwise
+from frost.kernels.backward import rowwise
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
-from frost.kernels.bwd_main import smem_storage
+from frost.kernels.backward.bwd_main import smem_storage
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
-from frost.kernels.ordering import dq_gemm_block_order, q_tile_of_block
-from frost.kernels.tiles import DQ_GEMM_QM as QM, DqGemmTile
+from frost.kernels.backward.ordering import dq_gemm_block_order, q_tile_of_block
+from frost.kernels.backward.tiles import DQ_GEMM_QM as QM, DqGemmTile
 
 MAIN_KN = 128     # keys of the main kernel's KV tile (TileConfig.n_block): the workspace's key rows pad to it
 
