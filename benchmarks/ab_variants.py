@@ -52,7 +52,7 @@ def _prepare(c, det: bool, variant: str, dtype: str):
                         deterministic=det, gqa_group=c.heads_q // c.heads_kv).for_problem(problem)
     kernels = None
     if variant != BASELINE:
-        cand, key = CANDIDATES[variant], cfg.kernel_key
+        cand, key = CANDIDATES[variant], cfg.key
         why = cand.declines(key)
         if why:
             raise Declined(why)
@@ -72,7 +72,7 @@ def _prepare(c, det: bool, variant: str, dtype: str):
         dsink=dsink, deterministic=det)
     launch = bwd.bind(problem)
     if launch.backward is not bwd.kernels.backward:
-        raise RuntimeError(f"case {c.name} ran on a twin kernel set, not {cfg.kernel_key.as_str()}")
+        raise RuntimeError(f"case {c.name} ran on a twin kernel set, not {cfg.key.as_str()}")
 
     def run(i: int):
         s = sets[i]

@@ -107,7 +107,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     from frost.kernels import choose_config, detect_arch, workspace_regions
     from frost.kernels.backward.api import CompiledBackward
     from frost.kernels.backward.compile import compile_kernels
-    from frost.kernels.backward.launch import narrow_band_set, orders_dq
+    from frost.kernels.backward.selection import narrow_band_set, orders_dq
     from frost.kernels.mask import MaskSpec
 
     name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]
@@ -122,7 +122,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
         ordered = orders_dq(tile, mask, deterministic)
         cfg = replace(cfg, head_dim_pad=tile.head_dim_pad, tile=tile).with_set(ordered, heads == heads_kv,
                                                                                narrow_band=narrow_band_set(tile, mask))
-    bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.kernel_key, tile=tile))
+    bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.key, tile=tile))
     ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
           for n, x in workspace_regions(cfg, case.b, heads, case.s, case.s, heads_kv=heads_kv)}
     grads = tuple(torch.empty_like(t) for t in (case.q, case.k, case.v))
@@ -137,7 +137,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
 def bench_narrow_v(dtype, iters):
     """192/128 head dims (DeepSeek-style MLA) at B4 H16 S4096: the served tile (128-wide V tiles) against the same
     shape on the 192/192 tile (V padded to 192), frost only (torch's flash backend needs equal head dims)."""
-    from frost.kernels.backward.tiles import tile_for
+    from frost.kernels.backward.catalogue import tile_for
 
     print(f"{'shape':>34} | {'narrow V ms':>11} {'padded V ms':>11} | padded / narrow | max|narrow-padded|")
     for causal in (False, True):

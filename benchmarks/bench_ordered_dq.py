@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_kernels import GqaCase, _time  # noqa: E402
 
 import frost.kernels.backward.launch as launch  # noqa: E402
-from frost.kernels.backward.tiles import HEAD_DIM_PADS  # noqa: E402
+from frost.kernels.backward.catalogue import HEAD_DIM_PADS  # noqa: E402
 
 ALWAYS = 1 << 30
 

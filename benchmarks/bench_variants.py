@@ -5,7 +5,7 @@ alternating-process A/B runs of ab_variants.py)."""
 from dataclasses import replace
 
 from frost.bench.ab import Candidate
-from frost.kernels.backward.tiles import GRID_VARIANTS, TileConfig, tile_for_pads
+from frost.kernels.backward.catalogue import GRID_VARIANTS, TileConfig, tile_for_pads
 
 VARIANTS = {
     **GRID_VARIANTS,

@@ -25,8 +25,9 @@ ARCHS = ("sm_120a", "sm_90a")
 
 def served_sets() -> list[tuple[str, dict]]:
     """(tag, the key's fields) of every served kernel set of the tree on the path."""
-    from frost.kernels.backward.compile import DTYPES, MHA_PTXAS
-    from frost.kernels.backward.tiles import DQ_GEMM_TILES, narrow_pads, served_pads
+    from frost.kernels.backward.catalogue import MHA_PTXAS
+    from frost.kernels.backward.selection import DTYPES
+    from frost.kernels.backward.catalogue import DQ_GEMM_TILES, narrow_pads, served_pads
 
     sets = []
     for arch in ARCHS:

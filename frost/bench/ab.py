@@ -49,7 +49,7 @@ class Candidate:
     checked: str = ""
 
     def __post_init__(self):
-        from frost.kernels.backward.tiles import TileConfig
+        from frost.kernels.backward.catalogue import TileConfig
 
         if not self.kinds or any(k not in SET_KINDS for k in self.kinds):
             raise ValueError(f"Candidate.kinds {self.kinds}: one or more of {SET_KINDS}")

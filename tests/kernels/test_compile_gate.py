@@ -44,8 +44,9 @@ def _tool(name: str) -> str:
 def _builds():
     """(key, tile override, label): every served set, plus the unserved grid-kernel variants (bf16) so that code
     keeps building too."""
-    from frost.kernels.backward.compile import DTYPES, MHA_PTXAS, KernelKey
-    from frost.kernels.backward.tiles import DQ_GEMM_TILES, GRID_VARIANTS, narrow_pads, served_pads
+    from frost.kernels.backward.catalogue import MHA_PTXAS
+    from frost.kernels.backward.selection import DTYPES, KernelKey
+    from frost.kernels.backward.catalogue import DQ_GEMM_TILES, GRID_VARIANTS, narrow_pads, served_pads
 
     served = [(KernelKey(dt, d, arch, 0 if dv == d else dv, ordered), None, "") for arch in ARCHS
               for dt in DTYPES for d, dv in served_pads() for ordered in (False, True)]
@@ -88,8 +89,8 @@ def _resources(cubin: str) -> dict:
 
 
 def test_compile_gate():
-    from frost.kernels.backward.compile import MHA_PTXAS
-    from frost.kernels.backward.tiles import DQ_GEMM_TILES, narrow_pads, served_pads
+    from frost.kernels.backward.catalogue import MHA_PTXAS
+    from frost.kernels.backward.catalogue import DQ_GEMM_TILES, narrow_pads, served_pads
 
     _tool("cuobjdump")
     nvdisasm = _tool("nvdisasm")

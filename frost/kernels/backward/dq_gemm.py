@@ -33,7 +33,6 @@ mbarriers, letting warps drift a chunk apart at the price of a stage, measured a
 Grid: (ceil(seqlen_q / (tiles * QM)), heads, batch), or on causal-like walks (heads, batch, query tile groups)
 from the last group down (ordering.dq_gemm_block_order); per (dtype, head_dim_pad)."""
 
-import os
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -44,14 +43,13 @@ from cutlass import Float32, Int32, Int64
 from cutlass.cute.nvgpu import warp
 
 from frost.kernels import cute_utils as cu
-from frost.kernels.backward import rowwise
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.backward.bwd_main import smem_storage
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
 from frost.kernels.backward.ordering import dq_gemm_block_order, q_tile_of_block
+from frost.kernels.backward.ds_workspace import MAIN_KN
 from frost.kernels.backward.tiles import DQ_GEMM_QM as QM, DqGemmTile
 
-MAIN_KN = 128     # keys of the main kernel's KV tile (TileConfig.n_block): the workspace's key rows pad to it
 
 
 def ds_workspace(ptr: cute.Pointer, batch, heads, seqlen_kv, seqlen_q_pad, keys_major: bool) -> cute.Tensor:
@@ -64,34 +62,6 @@ def ds_workspace(ptr: cute.Pointer, batch, heads, seqlen_kv, seqlen_q_pad, keys_
     head_stride = cute.assume(row_stride * rows, divby=128)
     return cute.make_tensor(ptr, cute.make_layout((batch, heads, rows, cols),
                                                   stride=(head_stride * heads, head_stride, row_stride, 1)))
-
-
-# The largest dS workspace a dq_gemm set is used with (B4 H16 S4096 takes 2 GiB; FROST_DQ_GEMM_MAX_BYTES sets
-# another, 0 for none); a problem needing more runs on the ordered relay (deterministic) or the atomic set instead
-# (KernelConfig.for_problem), which need no workspace of that size.
-def _max_bytes_from_env() -> int:
-    text = os.environ.get("FROST_DQ_GEMM_MAX_BYTES", str(2 ** 31))
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"FROST_DQ_GEMM_MAX_BYTES={text!r}: expected a byte count >= 0 (0 turns the dS workspace "
-                         f"off; default {2 ** 31})")
-    return value
-
-
-DQ_GEMM_MAX_BYTES = _max_bytes_from_env()
-
-
-def ds_workspace_bytes(batch: int, heads: int, seq_q: int, seq_kv: int) -> int:
-    """Host side: bytes of ds_workspace (16-bit elements, queries padded like the workspace rows)."""
-    return batch * heads * (-(-seq_kv // MAIN_KN) * MAIN_KN) * rowwise.seq_pad(seq_q) * 2
-
-
-def dq_gemm_fits(batch: int, heads: int, seq_q: int, seq_kv: int) -> bool:
-    """Whether a problem's dS workspace is within DQ_GEMM_MAX_BYTES."""
-    return ds_workspace_bytes(batch, heads, seq_q, seq_kv) <= DQ_GEMM_MAX_BYTES
 
 
 class DqGemmKernel:

@@ -76,6 +76,6 @@ def load_set(data: bytes, cfg):
 
     header, blobs = _split(data)
     loaded = [_load(blob, name) for blob, name in zip(blobs, FUNCS)]
-    kernels = CompiledKernels(cfg.kernel_key, *(fn for _, fn in loaded), header["main_smem_bytes"])
+    kernels = CompiledKernels(cfg.key, *(fn for _, fn in loaded), header["main_smem_bytes"])
     kernels.modules = [module for module, _ in loaded]  # keep the loaded code alive with the kernels
-    return CompiledBackward(cfg, kernels)
+    return CompiledBackward(cfg, kernels, selected=True)

@@ -52,16 +52,17 @@ def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
 
 
 def _config(op, facts: Facts, arch: str, problem):
-    """Causal and alignment live in the config, whether dQ is ordered (its own kernel set: deterministic mode
-    and narrow bands) and whether the set tuned for MHA serves it; band bounds, lengths and the sink are call-time
-    values. The config is the one of the set this problem runs on (KernelConfig.for_problem: a dq_gemm set's problem
-    whose dS workspace would pass dq_gemm.DQ_GEMM_MAX_BYTES runs on the ordered or atomic set), so the plan names,
-    compiles and persists the kernels it launches, not a twin that the launch would compile in-process."""
+    """The plan's config: causal and alignment, and the kernel set selection.select picks for the plan's problem
+    (its band, mode, GQA group and sizes: a dq_gemm set's problem whose dS workspace would pass
+    DQ_GEMM_MAX_BYTES runs on the ordered or atomic set). The plan names, compiles and persists that set, and the
+    launch runs it as given."""
     from frost.kernels.backward import api
+    from frost.kernels.backward.selection import Sizes
 
+    p = problem
     return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, bool(op.causal), facts.alignment,
-                             arch, band_left=op.band_left, band_right=op.band_right,
-                             deterministic=facts.deterministic, gqa_group=facts.gqa_group).for_problem(problem)
+                             arch, band_left=op.band_left, band_right=op.band_right, deterministic=p.deterministic,
+                             sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv))
 
 
 def _problem(op, facts: Facts):
