@@ -44,12 +44,13 @@ def _prepare(c, det: bool, variant: str, dtype: str):
     from frost.kernels.backward.api import CompiledBackward
     from frost.kernels.backward.compile import compile_kernels
     from frost.kernels.backward.launch import Problem
+    from frost.kernels.backward.selection import Sizes
 
     sets = make_sets(c, Options(dtype=dtype))
     scale, (left, _) = softmax_scale(c), c.band
     problem = Problem(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv, scale, left, None, det, sink=c.sink)
     cfg = choose_config(dtype, c.head_dim, c.head_dim_v, c.causal, "top_left", detect_arch(), band_left=left,
-                        deterministic=det, gqa_group=c.heads_q // c.heads_kv).for_problem(problem)
+                        deterministic=det, sizes=Sizes(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv))
     kernels = None
     if variant != BASELINE:
         cand, key = CANDIDATES[variant], cfg.key

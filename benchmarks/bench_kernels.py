@@ -107,7 +107,8 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     from frost.kernels import choose_config, detect_arch, workspace_regions
     from frost.kernels.backward.api import CompiledBackward
     from frost.kernels.backward.compile import compile_kernels
-    from frost.kernels.backward.selection import narrow_band_set, orders_dq
+    from frost.kernels.backward.catalogue import has_mha_set
+    from frost.kernels.backward.selection import KernelKey, narrow_band_set, orders_dq
     from frost.kernels.mask import MaskSpec
 
     name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]
@@ -120,9 +121,11 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
         # it is compiled as, with that set's ptxas options)
         mask = MaskSpec(causal, "top_left", **band)
         ordered = orders_dq(tile, mask, deterministic)
-        cfg = replace(cfg, head_dim_pad=tile.head_dim_pad, tile=tile).with_set(ordered, heads == heads_kv,
-                                                                               narrow_band=narrow_band_set(tile, mask))
-    bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.key, tile=tile))
+        mha = heads == heads_kv and has_mha_set(tile.head_dim_pad, tile.head_dim_v_pad, ordered)
+        cfg = replace(cfg, key=KernelKey(name, tile.head_dim_pad, cfg.arch, tile.head_dim_v_pad, ordered, mha,
+                                         narrow=ordered and narrow_band_set(tile, mask)))
+    # a variant runs as compiled (selected): its set is the one it was compiled as
+    bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.key, tile=tile), selected=tile is not None)
     ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
           for n, x in workspace_regions(cfg, case.b, heads, case.s, case.s, heads_kv=heads_kv)}
     grads = tuple(torch.empty_like(t) for t in (case.q, case.k, case.v))

@@ -507,8 +507,8 @@ class BwdMainKernel:
         cute.arch.sync_threads()
         if cutlass.const_expr(do_dk and self.release_at_top):
             self._dq_release_prev(ld, walk, it, head, m_block)  # the top barrier follows every warp's adds
-        # the next position is derived where it is used (computed once for the whole step, the two-pass
-        # rows tile spilled at d224, a pad until the twenty-third session)
+        # the next position is derived where it is used (computed once for the whole step, it holds registers
+        # the two-pass rows tile lacks)
         next_pos = lambda: self._walk_next(walk, head, m_block)  # noqa: E731
         self._load_next(ld, walk, it, next_pos, 1 - q_stage, 1 - do_stage, t.q_stages == 2, t.do_stages == 2,
                         do_dk)

@@ -96,8 +96,8 @@ class BwdMainDsKernel(_StoresDs, BwdMainPipeKernel):
 
 class BwdMainRowsDsKernel(_StoresDs, BwdMainKernel):
     """bwd_main's two-barrier step storing dS^T (key-major workspace; d160: 64-key tiles, whose dQ adds in
-    32-column chunks are twice as many per score as a 128-key tile's). Two-pass tiles store in the dK pass (none
-    is served since the 224 pad went, twenty-third session)."""
+    32-column chunks are twice as many per score as a 128-key tile's). Two-pass tiles store in the dK pass (no
+    served set has one)."""
 
     _BASE = BwdMainKernel
     _KEYS_MAJOR = True

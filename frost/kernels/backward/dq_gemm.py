@@ -11,11 +11,9 @@ instead (tiles.DQ_GEMM_TILES; deterministic mode at d96/d128, both modes at d160
   kernel) in the dq_accum region (api.workspace_regions: B x Hq x Skv x Sq x 2 bytes, up to DQ_GEMM_MAX_BYTES);
 - this kernel: dQ = scale * dS . K per query tile, its visiting KV tiles summed in ascending order in fp32
   registers (bitwise reproducible, no atomics, no fp32 accumulator, no convert pass), written once in the io dtype.
-MHA B4 H16 S4096 d128 on the H200 (bf16, same process, twenty-first session): 1.04x the default mode against the
-relay's 1.12-1.15x; the main kernel alone is 12 % faster than the default mode's (4.24 against 4.82 ms) and this
-kernel (0.87 ms) takes most of that back. MHA B2 H16 S4096 causal d192 / d256: 0.875x / 0.920x the time of the
-atomic grid set, in both modes; d160 0.83x / 0.82x (causal / non-causal; its main kernel double-buffers dO in the
-room the dQ GEMM left).
+The main kernel without its dQ GEMM and adds is faster than the default mode's, and this kernel takes most of
+that back: deterministic mode costs a few percent over the default mode instead of the relay's tenth and more, and
+at the 64-key tiles (d160, d192, d256) the set is faster than the atomic one in both modes.
 
 CTA (DqGemmTile): ``tiles`` of the main kernel's query tiles (QM rows each) of one (batch, head), a group of
 ``tile_warps`` warps per query tile splitting the head dim. The keys are walked in ``kn``-row chunks through
@@ -26,9 +24,8 @@ block; A = dS through ldmatrix, transposed from dS^T), in trips of
 visited its query tile (mask.n_block_range, the inverse of the main kernel's walk), so its sum runs over exactly
 the tiles the main kernel stored; the others' dS chunks are loaded anyway (workspace never written, inside the
 region, never multiplied: cheaper than predicating the loads). Rows of a query tile no KV tile visits, and rows
-past the batch's length (whose dS is exactly zero), come out as zeros. One CTA barrier per chunk: per-stage
-mbarriers, letting warps drift a chunk apart at the price of a stage, measured as fast or up to 27 % slower
-(docs/performance.md, twenty-fourth session).
+past the batch's length (whose dS is exactly zero), come out as zeros. One CTA barrier per chunk (per-stage
+mbarriers, letting warps drift a chunk apart, cost a stage and gain nothing here).
 
 Grid: (ceil(seqlen_q / (tiles * QM)), heads, batch), or on causal-like walks (heads, batch, query tile groups)
 from the last group down (ordering.dq_gemm_block_order); per (dtype, head_dim_pad)."""
