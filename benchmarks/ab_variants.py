@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from frost.bench.ab import (Row, format_table, gradient_sample, parse_case, parse_results, result_line,  # noqa: E402
+from tools.ab import (Row, format_table, gradient_sample, parse_case, parse_results, result_line,  # noqa: E402
                             sample_diff, sample_path, schedule, summarise)
 
 BASELINE = "served"

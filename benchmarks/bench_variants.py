@@ -4,7 +4,7 @@ alternating-process A/B runs of ab_variants.py)."""
 
 from dataclasses import replace
 
-from frost.bench.ab import Candidate
+from tools.ab import Candidate
 from frost.kernels.backward.catalogue import GRID_VARIANTS, TileConfig, tile_for_pads
 
 VARIANTS = {

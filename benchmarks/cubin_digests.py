@@ -23,32 +23,18 @@ from concurrent.futures import ProcessPoolExecutor
 ARCHS = ("sm_120a", "sm_90a")
 
 
-def served_sets() -> list[tuple[str, dict]]:
-    """(tag, the key's fields) of every served kernel set of the tree on the path."""
-    from frost.kernels.backward.catalogue import MHA_PTXAS
-    from frost.kernels.backward.selection import DTYPES
-    from frost.kernels.backward.catalogue import DQ_GEMM_TILES, narrow_pads, served_pads
-
-    sets = []
-    for arch in ARCHS:
-        for dt in DTYPES:
-            base = {"dtype": dt, "arch": arch}
-            for d, dv in served_pads():
-                for ordered in (False, True):
-                    sets.append({**base, "d": d, "dv": 0 if dv == d else dv, "kind": "ordered" if ordered else ""})
-            sets += [{**base, "d": d, "dv": dv, "kind": "mha" + ("_ordered" if o else "")} for d, dv, o in MHA_PTXAS]
-            sets += [{**base, "d": d, "dv": dv, "kind": "dq_gemm"} for d, dv in DQ_GEMM_TILES]
-            sets += [{**base, "d": d, "dv": 0, "kind": "narrow"} for d in narrow_pads()]
-    return [(f"{s['arch']}/{s['dtype']}/d{s['d']}v{s['dv'] or s['d']}/{s['kind'] or 'atomic'}", s) for s in sets]
+def set_tag(key) -> str:
+    """arch/dtype/d<Q/K pad>v<V pad>/kind: a set's name in the digest file."""
+    kind = ("narrow" if key.narrow else "dq_gemm" if key.dq_gemm else "mha" + "_ordered" * key.ordered if key.mha
+            else "ordered" if key.ordered else "atomic")
+    return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}/{kind}"
 
 
-def kernel_key(s: dict):
-    """The KernelKey of a set's fields."""
-    from frost.kernels.backward.compile import KernelKey
+def served_sets() -> list:
+    """(tag, KernelKey) of every served kernel set (selection.served_keys) on ARCHS."""
+    from frost.kernels.backward.selection import served_keys
 
-    kind = s["kind"]
-    return KernelKey(s["dtype"], s["d"], s["arch"], s["dv"], ordered=kind in ("ordered", "narrow", "mha_ordered"),
-                     mha=kind.startswith("mha"), dq_gemm=kind == "dq_gemm", narrow=kind == "narrow")
+    return [(set_tag(k), k) for k in served_keys(ARCHS)]
 
 
 def elf_sections(blob: bytes) -> dict[str, bytes]:
@@ -101,8 +87,7 @@ def digest(item) -> tuple[str, dict]:
     """Child process: compile one set and return its tag and digests."""
     from frost.kernels.backward.compile import compile_kernels, tile_key
 
-    tag, fields = item
-    key = kernel_key(fields)
+    tag, key = item
     blob = compile_kernels(key, keep_cubin=True).cubins["backward"]
     return tag, {"raw": hashlib.sha256(blob).hexdigest(), "code": code_digest(blob), "bytes": len(blob),
                  "tile": tile_key(key.tile), "ptxas": key.ptxas_options}
