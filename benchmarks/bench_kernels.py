@@ -125,7 +125,8 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
         cfg = replace(cfg, key=KernelKey(name, tile.head_dim_pad, cfg.arch, tile.head_dim_v_pad, ordered, mha,
                                          narrow=ordered and narrow_band_set(tile, mask)))
     # a variant runs as compiled (selected): its set is the one it was compiled as
-    bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.key, tile=tile), selected=tile is not None)
+    kernels = None if tile is None else compile_kernels(cfg.key, tile=tile)
+    bwd = CompiledBackward(cfg, kernels, selected=tile is not None)
     ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
           for n, x in workspace_regions(cfg, case.b, heads, case.s, case.s, heads_kv=heads_kv)}
     grads = tuple(torch.empty_like(t) for t in (case.q, case.k, case.v))

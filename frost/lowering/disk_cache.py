@@ -2,9 +2,8 @@
 probe reports of compiled graphs: lowering/report_cache.py).
 
 An entry is keyed by frost version (with a digest of the kernel sources' code, so that a changed kernel never loads
-code compiled from an older one under the same version number, while an edited comment recompiles nothing) + cutlass-dsl version + target arch + compiler + compile
-key. Each file carries
-its own key and a checksum: a corrupt, truncated or foreign entry is logged, removed and rebuilt, never a crash.
+code compiled from an older one under the same version number, while an edited comment recompiles nothing) +
+cutlass-dsl version + target arch + compiler + compile key. Each file carries its own key and a checksum: a corrupt, truncated or foreign entry is logged, removed and rebuilt, never a crash.
 Writes are atomic (temp file + rename), so concurrent processes never see half an entry."""
 
 from __future__ import annotations

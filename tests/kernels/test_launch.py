@@ -156,8 +156,8 @@ def test_ordered_dq_has_a_kernel_set_of_its_own(monkeypatch):
 
 
 def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
-    """Where compile.MHA_PTXAS has options for a set (d64, atomic dQ), a problem without GQA binds to its MHA twin
-    (the shared set's tile with tiles._MHA_CHANGES, compiled with them; fetched once); GQA problems, ordered dQ and
+    """Where catalogue.MHA_PTXAS has options for a set (d64, atomic dQ), a problem without GQA binds to its MHA twin
+    (the shared set's tile with catalogue._MHA_CHANGES, compiled with them; fetched once); GQA problems, ordered dQ and
     other pads keep the shared set. An MHA set is correct for any problem: its key is that tile's plus ':mha', and
     no key claims one that MHA_PTXAS lacks."""
     from frost.kernels.backward import api
@@ -194,7 +194,7 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     (80, (512, 0), False, True), (80, (513, 0), False, False), (160, (128, 0), False, False)])
 def test_narrow_bands_run_on_a_narrow_band_set_where_one_exists(d, band, det, narrow):
     """An ordered narrow band (the bands the default mode orders) runs, in either mode, on the narrow-band set where
-    its pad has one (tiles._NARROW_CHANGES: its tile is the ordered set's with those changes, its key the ordered
+    its pad has one (catalogue._NARROW_CHANGES: its tile is the ordered set's with those changes, its key the ordered
     one's kind plus ':nb'); wide bands, atomic problems and the other pads never do. The Launch passes it the
     ordered flag."""
     from frost.kernels.backward.catalogue import _NARROW_CHANGES, tile_for_pads, tile_for_set
@@ -252,7 +252,7 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
                           (80, None, False)):
         c = choose_config("bfloat16", d, d, True, "top_left", "sm_90a", band_left=band, deterministic=True)
         assert c.key.dq_gemm == gemm and c.key.ordered == (not gemm), (d, band)
-    # the pads of 64-key tiles take it in the default mode too (compile.DQ_GEMM_DEFAULT_PADS; head dims 200-224
+    # the pads of 64-key tiles take it in the default mode too (catalogue.DQ_GEMM_DEFAULT_PADS; head dims 200-224
     # pad to 256)
     for d, dv, band, gemm in ((128, 128, None, False), (192, 192, None, True), (192, 128, None, True),
                               (256, 256, None, True), (256, 256, 128, False), (160, 160, None, True),

@@ -89,8 +89,8 @@ def test_ordered_dq_problems_get_the_ordered_kernel_set(fake):
 
 
 def test_mha_problems_get_the_mha_kernel_set_where_one_exists(fake):
-    """Problems without GQA run on a set compiled with compile.MHA_PTXAS where it has one (d64's atomic set, its
-    tile with tiles._MHA_CHANGES), else on the set every group shares."""
+    """Problems without GQA run on a set compiled with catalogue.MHA_PTXAS where it has one (d64's atomic set, its
+    tile with catalogue._MHA_CHANGES), else on the set every group shares."""
     from frost.kernels.backward.compile import KernelKey, tile_key
 
     def kernel_key(d, heads_kv, **kw):

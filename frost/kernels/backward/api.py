@@ -101,8 +101,8 @@ def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, s
     (rows padded to a multiple of 128), the deterministic-mode dQ-order semaphores (one int32 per 16 rows) and the
     dsink partials (one fp32 per 128 rows). Each region must start 16-byte aligned. No region depends on heads_kv
     (GQA sums dK/dV in registers) or on the features used, so one workspace serves every call of a shape; a
-    dq_gemm config's dq_accum region holds the dS workspace instead (dq_gemm.ds_workspace_bytes: B x Hq x Skv x Sq
-    x 2 bytes) where that fits dq_gemm.DQ_GEMM_MAX_BYTES (the problems that do not fit run on the ordered or atomic
+    dq_gemm config's dq_accum region holds the dS workspace instead (ds_workspace.ds_workspace_bytes: B x Hq x Skv x Sq
+    x 2 bytes) where that fits ds_workspace.DQ_GEMM_MAX_BYTES (the problems that do not fit run on the ordered or atomic
     set, which need the plain region)."""
     del heads_kv
     rows = batch * heads_q * rowwise.seq_pad(seq_q)

@@ -1,8 +1,8 @@
 """bwd_main_lag with its one CTA barrier per step replaced by per-stage mbarriers, so that warps need not meet
 every step (both dQ orders).
 
-The lagged step's remaining top barrier makes its warps wait for each other at the same point every step. Here each shared buffer gets a "full" and
-an "empty" mbarrier and a warp waits only for what it reads next:
+The lagged step's remaining top barrier makes its warps wait for each other at the same point every step. Here
+each shared buffer gets a "full" and an "empty" mbarrier and a warp waits only for what it reads next:
 - Q/dO/LSE/delta stage s: full[s] completes when every thread's cp.async of the step landed (each thread arrives
   through cp.async.mbarrier.arrive.noinc: count = threads); empty[s] when every thread is past its last read of the
   stage (after dK), which the loads of the step two ahead wait for.

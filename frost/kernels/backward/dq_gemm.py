@@ -5,7 +5,7 @@ one after the other; at d96/d128 that cost 1.12-1.15x the default mode (its acqu
 docs/performance.md). The grid kernel (d192, d256) and the rows kernel at d160 have 64-key tiles, so their dQ
 adds are twice as many per score as a 128-key tile's and weigh 17-20 % of the main kernel's time in the default
 mode too (d160, d192, d256). A set compiled with KernelKey.dq_gemm runs
-instead (tiles.DQ_GEMM_TILES; deterministic mode at d96/d128, both modes at d160/d192/d256):
+instead (catalogue.DQ_GEMM_TILES; deterministic mode at d96/d128, both modes at d160/d192/d256):
 - the main kernel (bwd_main_ds) without its dQ GEMM and adds: each step stores its dS tile (the io-dtype values
   the dQ GEMM would have read) into a workspace (ds_workspace: dS^T from the rows kernel, dS from the grid
   kernel) in the dq_accum region (api.workspace_regions: B x Hq x Skv x Sq x 2 bytes, up to DQ_GEMM_MAX_BYTES);

@@ -61,8 +61,8 @@ class Launch:
         # the chain writes dsink in its preprocess and convert, which run only when there are query rows
         self.zero_dsink = self.empty or p.seq_q == 0
         self.backward = kernels.backward
-        self.sizes = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, -(-p.seq_q // SEQ_PAD) * SEQ_PAD, cfg.head_dim_qk,
-                      cfg.head_dim_v)
+        seq_q_pad = -(-p.seq_q // SEQ_PAD) * SEQ_PAD
+        self.sizes = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, seq_q_pad, cfg.head_dim_qk, cfg.head_dim_v)
         self.tail = (scale, scale * LOG2_E, left, right, flags)
         self.current_stream, self.current_device = _current_stream_getter(), _current_device_getter()
         # None: FROST_GRAPH_REPLAY decides (on unless "0")

@@ -18,7 +18,8 @@ from frost.kernels.mask import FLAG_KV_SLOWEST, FLAG_ORDERED_DQ, FLAG_Q_TILES_DO
 # running at once share a head's Q, dO and dQ accumulator in L2 (unmasked d128 on the H200: DRAM 41 % busy with
 # heads outermost), except with ordered dQ and no left bound: there a head's KV tiles, dealt out together, start
 # their walks at the same query tile and queue behind each other's releases at every tile, so the grid is
-# (kv heads, batch, KV tiles) too and a wave holds a few KV tiles of every head. Both orders deal a head's KV tiles out in ascending order, which ordered dQ relies on.
+# (kv heads, batch, KV tiles) too and a wave holds a few KV tiles of every head. Both orders deal a head's KV tiles
+# out in ascending order, which ordered dQ relies on.
 MAX_GRID_YZ = 65535
 
 
@@ -76,7 +77,7 @@ def q_tile_of_block(block, grid_z: Int32, flags: Int32):
     return tile, head, batch
 
 
-# Ordered dQ (FLAG_ORDERED_DQ: deterministic mode, and the default mode on narrow bands, launch.orders_dq): the KV
+# Ordered dQ (FLAG_ORDERED_DQ: deterministic mode, and the default mode on narrow bands, selection.orders_dq): the KV
 # tiles visiting a query tile add their dQ in a fixed order, lowest KV tile first. One semaphore per (batch, query
 # head, 16 query rows) counts the visitors done with the tile; the visitor of rank r (r = n_block -
 # AttentionMask.first_n_block) waits until the count reaches r (no later rank can add before that) and adds. On a
@@ -96,7 +97,7 @@ def q_tile_of_block(block, grid_z: Int32, flags: Int32):
 # stalls the warp where it is issued), so the acquire is split in two: a relaxed load of the semaphore issued
 # before the dQ GEMM (dq_order_peek: no invalidate, nothing stalls) and, where it already shows the rank's turn, a
 # fence.acquire alone at the wait (CCTL.IVALL; else the ld.acquire spin). That runs on the kernel set compiled for
-# ordered dQ (compile.KernelKey.ordered); the atomic set keeps its code byte for byte (the peek cost its default
+# ordered dQ (selection.KernelKey.ordered); the atomic set keeps its code byte for byte (the peek cost its default
 # mode ~1 % when both shared one kernel, and dropping the ordered path from the atomic kernel makes ptxas spill
 # d64: 64-104 bytes of stack). The release comes before the step's own wait, so no release waits on anything.
 # The lagged steps release a step two trips later (bwd_main_lag: after the top barrier); bwd_main_pipe, which has
