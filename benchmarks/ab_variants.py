@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from frost.bench.ab import (Row, format_table, gradient_sample, parse_case, parse_results, result_line,  # noqa: E402
+from tools.ab import (Row, format_table, gradient_sample, parse_case, parse_results, result_line,  # noqa: E402
                             sample_diff, sample_path, schedule, summarise)
 
 BASELINE = "served"
@@ -41,18 +41,19 @@ def _prepare(c, det: bool, variant: str, dtype: str):
     from frost.bench.inputs import softmax_scale
     from frost.bench.runner import Options, make_sets
     from frost.kernels import choose_config, detect_arch, workspace_regions
-    from frost.kernels.api import CompiledBackward
-    from frost.kernels.compile import compile_kernels
-    from frost.kernels.launch import Problem
+    from frost.kernels.backward.api import CompiledBackward
+    from frost.kernels.backward.compile import compile_kernels
+    from frost.kernels.backward.launch import Problem
+    from frost.kernels.backward.selection import Sizes
 
     sets = make_sets(c, Options(dtype=dtype))
     scale, (left, _) = softmax_scale(c), c.band
     problem = Problem(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv, scale, left, None, det, sink=c.sink)
     cfg = choose_config(dtype, c.head_dim, c.head_dim_v, c.causal, "top_left", detect_arch(), band_left=left,
-                        deterministic=det, gqa_group=c.heads_q // c.heads_kv).for_problem(problem)
+                        deterministic=det, sizes=Sizes(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv))
     kernels = None
     if variant != BASELINE:
-        cand, key = CANDIDATES[variant], cfg.kernel_key
+        cand, key = CANDIDATES[variant], cfg.key
         why = cand.declines(key)
         if why:
             raise Declined(why)
@@ -72,7 +73,7 @@ def _prepare(c, det: bool, variant: str, dtype: str):
         dsink=dsink, deterministic=det)
     launch = bwd.bind(problem)
     if launch.backward is not bwd.kernels.backward:
-        raise RuntimeError(f"case {c.name} ran on a twin kernel set, not {cfg.kernel_key.as_str()}")
+        raise RuntimeError(f"case {c.name} ran on a twin kernel set, not {cfg.key.as_str()}")
 
     def run(i: int):
         s = sets[i]

@@ -8,7 +8,7 @@ the CUDA launches, measured by the kernel benchmarks) and GPU time. With --real 
 used instead, so the number then includes the bound launch (one TVM-FFI call that launches the three kernels,
 or from the second call with the same tensors one CUDA-graph launch of them: kernels.graph_replay; host time only:
 calls run in bursts with an untimed synchronisation in between), and three parts are timed alone: the bound launch
-(frost.kernels.launch.Launch) with graph replay and without, and the checked public entry
+(frost.kernels.backward.launch.Launch) with graph replay and without, and the checked public entry
 (CompiledBackward.__call__, which keeps a bound launch per problem, so repeated calls replay too).
 FROST_GRAPH_REPLAY=0 times plan.execute without replay. frost.sdpa_backward (the functional call: BSHD tensors,
 allocates its outputs and workspace) is timed on a GPU only.
@@ -83,7 +83,7 @@ def measure(device: str = "cpu", calls: int = 20000, real: bool = False) -> dict
 def _kernel_entry_us(tensors: dict, device: str, calls: int) -> dict[str, float]:
     """The real kernels' two entries alone: a Launch bound to the plan's problem, and the checked public call."""
     from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
-    from frost.kernels.launch import Launch, Problem
+    from frost.kernels.backward.launch import Launch, Problem
 
     q, k, v, o, do, lse = (tensors[n] for n in ("q", "k", "v", "o", "do", "lse"))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)

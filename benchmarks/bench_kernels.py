@@ -105,9 +105,10 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     """A closure running frost's backward on ``case``'s tensors (B, S, D and dtype from the case) into fixed grads;
     ``tile`` swaps in a tuning variant for the table's tile config; ``features`` go to every call."""
     from frost.kernels import choose_config, detect_arch, workspace_regions
-    from frost.kernels.api import CompiledBackward
-    from frost.kernels.compile import compile_kernels
-    from frost.kernels.launch import narrow_band_set, orders_dq
+    from frost.kernels.backward.api import CompiledBackward
+    from frost.kernels.backward.compile import compile_kernels
+    from frost.kernels.backward.catalogue import has_mha_set
+    from frost.kernels.backward.selection import KernelKey, narrow_band_set, orders_dq
     from frost.kernels.mask import MaskSpec
 
     name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]
@@ -120,9 +121,12 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
         # it is compiled as, with that set's ptxas options)
         mask = MaskSpec(causal, "top_left", **band)
         ordered = orders_dq(tile, mask, deterministic)
-        cfg = replace(cfg, head_dim_pad=tile.head_dim_pad, tile=tile).with_set(ordered, heads == heads_kv,
-                                                                               narrow_band=narrow_band_set(tile, mask))
-    bwd = CompiledBackward(cfg, None if tile is None else compile_kernels(cfg.kernel_key, tile=tile))
+        mha = heads == heads_kv and has_mha_set(tile.head_dim_pad, tile.head_dim_v_pad, ordered)
+        cfg = replace(cfg, key=KernelKey(name, tile.head_dim_pad, cfg.arch, tile.head_dim_v_pad, ordered, mha,
+                                         narrow=ordered and narrow_band_set(tile, mask)))
+    # a variant runs as compiled (selected): its set is the one it was compiled as
+    kernels = None if tile is None else compile_kernels(cfg.key, tile=tile)
+    bwd = CompiledBackward(cfg, kernels, selected=tile is not None)
     ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
           for n, x in workspace_regions(cfg, case.b, heads, case.s, case.s, heads_kv=heads_kv)}
     grads = tuple(torch.empty_like(t) for t in (case.q, case.k, case.v))
@@ -137,7 +141,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
 def bench_narrow_v(dtype, iters):
     """192/128 head dims (DeepSeek-style MLA) at B4 H16 S4096: the served tile (128-wide V tiles) against the same
     shape on the 192/192 tile (V padded to 192), frost only (torch's flash backend needs equal head dims)."""
-    from frost.kernels.tiles import tile_for
+    from frost.kernels.backward.catalogue import tile_for
 
     print(f"{'shape':>34} | {'narrow V ms':>11} {'padded V ms':>11} | padded / narrow | max|narrow-padded|")
     for causal in (False, True):

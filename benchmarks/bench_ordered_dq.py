@@ -1,10 +1,10 @@
-"""Ordered vs atomic dQ on bands: the measurements behind frost.kernels.launch.ORDERED_BAND.
+"""Ordered vs atomic dQ on bands: the measurements behind frost.kernels.backward.catalogue.ORDERED_BAND.
 
     python3 benchmarks/bench_ordered_dq.py [--head-dims 32,48,64,80,96,128,160,256] [--widths 64,128,256]
     python3 benchmarks/bench_ordered_dq.py --issue-shapes      # gpt-oss and GQA d128 shapes, L up to 2048
 
 Per head dim, the same backward (bf16, sink, causal with a left band L) twice in one process: with dQ added
-atomically (launch.ORDERED_BAND emptied, the default mode's path for wide bands) and in KV-tile order (every width
+atomically (catalogue.ORDERED_BAND emptied, the default mode's path for wide bands) and in KV-tile order (every width
 ordered, the path of deterministic mode and of narrow bands). Prints ordered / atomic time: below 1, ordering pays.
 Default shape MHA B2 H16 S4096 (the least slack between a query tile's visitors). Times: CUDA events, median
 (frost.bench.timing)."""
@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_kernels import GqaCase, _time  # noqa: E402
 
-import frost.kernels.launch as launch  # noqa: E402
-from frost.kernels.tiles import HEAD_DIM_PADS  # noqa: E402
+import frost.kernels.backward.catalogue as launch  # noqa: E402  (its ORDERED_BAND)
+from frost.kernels.backward.catalogue import HEAD_DIM_PADS  # noqa: E402
 
 ALWAYS = 1 << 30
 

@@ -4,8 +4,8 @@ alternating-process A/B runs of ab_variants.py)."""
 
 from dataclasses import replace
 
-from frost.bench.ab import Candidate
-from frost.kernels.tiles import GRID_VARIANTS, TileConfig, tile_for_pads
+from tools.ab import Candidate
+from frost.kernels.backward.catalogue import GRID_VARIANTS, TileConfig, tile_for_pads
 
 VARIANTS = {
     **GRID_VARIANTS,
@@ -89,7 +89,7 @@ CANDIDATES = {
     # registers; the walk then computes S once instead of twice and reads Q and dO once (4 GEMMs a step instead of
     # 2 + 3). CPU compile check (check_candidates.py): bf16 and fp16 spill-free on sm_120a at
     # ptxas's default level (255 / 254 registers); bf16 on sm_90a at level 6 (254; 8 bytes of stack at the
-    # default level); fp16 on sm_90a spills 8-16 bytes at levels 4-8, so serving it needs a tiles._TARGET_CHANGES
+    # default level); fp16 on sm_90a spills 8-16 bytes at levels 4-8, so serving it needs a catalogue._TARGET_CHANGES
     # entry that keeps two passes there. Static SASS of the main kernel (check_candidates.py --served, bf16): HMMA
     # 160 -> 128, LDSM 120 -> 88, BAR 9 -> 5, instructions 2088 -> 1632 (sm_120a) and 1928 -> 1544 (sm_90a).
     "d256_dqg_1p": Candidate(256, ("dq_gemm",), {"two_pass": False}, _LEVEL6_SM90,

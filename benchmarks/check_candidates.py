@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 def _static_counts(cubin: bytes) -> str:
     """The main kernel's static SASS counts (what a loop body holds of them, a step issues)."""
-    from frost.bench.sass import count, disassemble, functions, instructions
-    from frost.kernels.compile import kernel_role
+    from tools.sass import count, disassemble, functions, instructions
+    from frost.kernels.backward.compile import kernel_role
 
     main = next((text for name, text in functions(disassemble(cubin)).items() if kernel_role(name) == "main"), "")
     return f"instr {instructions(main)} " + " ".join(f"{op} {count(main, op)}" for op in ("HMMA", "LDSM", "BAR",
@@ -33,9 +33,9 @@ def check(item):
     served set that spills is the compile gate's to report, not a candidate's failure)."""
     name, key_args = item
     from bench_variants import CANDIDATES
-    from frost.bench.ab import kernel_key
-    from frost.bench.sass import resources_by_function
-    from frost.kernels.compile import compile_kernels, kernel_role
+    from tools.ab import kernel_key
+    from tools.sass import resources_by_function
+    from frost.kernels.backward.compile import compile_kernels, kernel_role
 
     key, cand = kernel_key(*key_args), CANDIDATES.get(name)
     tag = f"{name:<22} {key_args[1]:<8} {key.arch:<8} {key.dtype:<9}"

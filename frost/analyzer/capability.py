@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from frost import limits
+
 
 @dataclass(frozen=True)
 class HeadDims:
@@ -29,7 +31,7 @@ class Capability:
     deterministic: bool = True
     needs_head_dim_contiguous: bool = False
     needs_16b_strides: bool = False
-    needs_32bit_seq_strides: bool = False    # q's and do's sequence strides below extract.SEQ_STRIDE_LIMIT
+    needs_32bit_seq_strides: bool = False    # q's and do's sequence strides below limits.SEQ_STRIDE_LIMIT
     max_smem_bytes: int | None = None
     max_seq: int | None = None               # longest seq_q / seq_kv (None: no limit)
     max_acc_elements: int | None = None      # per-head fp32 dQ accumulator elements, see max_seq_q
@@ -46,33 +48,25 @@ REFERENCE = Capability(
 CUTE_SM120 = Capability(
     engine="cute_sm120", targets=("sm_120", "sm_121", "sm_90"),
     dtypes=("float16", "bfloat16"), dv_le_dqk=True,
-    # the kernels' padded head dims (kernels.tiles.HEAD_DIM_PADS; a test keeps them equal)
-    head_dim=HeadDims(multiple_of=8, max=256, pads=(32, 48, 64, 80, 96, 128, 160, 192, 256)),
+    head_dim=HeadDims(multiple_of=limits.HEAD_DIM_MULTIPLE, max=limits.HEAD_DIM_MAX, pads=limits.HEAD_DIM_PADS),
     masks=("none", "causal", "band"), alignments=("top_left", "bottom_right"),
     gqa=True, padding=True, sink=True, dlse=True, deterministic=True,
-    needs_head_dim_contiguous=True, needs_16b_strides=True, needs_32bit_seq_strides=True, max_smem_bytes=99 * 1024,
-    # the kernels' mask arithmetic is 32-bit (offsets up to ~2^29), and so are the offsets into one head's fp32
-    # dQ accumulator (seq_q rounded up to 128 rows x head dim padded as the kernels pad it: acc_cols)
-    max_seq=1 << 28, max_acc_elements=(1 << 31) - 1,
+    needs_head_dim_contiguous=True, needs_16b_strides=True, needs_32bit_seq_strides=True,
+    max_smem_bytes=limits.SMEM_BYTES, max_seq=limits.MAX_SEQ, max_acc_elements=limits.MAX_ACC_ELEMENTS,
     description="CuTe-DSL mma.sync + ldmatrix kernels for the SM120 class (built for sm_90a on Hopper)",
 )
 
-ACC_ROW_PAD = 128   # how cute_sm120 pads the dQ accumulator's rows (kernels.rowwise.SEQ_PAD)
-ACC_COL_PADS = CUTE_SM120.head_dim.pads  # ... and its columns: to the kernels' padded head dims
-
-
-def acc_cols(head_dim_qk: int) -> int:
-    """Columns of one row of cute_sm120's fp32 dQ accumulator at this head dim."""
-    return next((p for p in ACC_COL_PADS if p >= head_dim_qk), -(-head_dim_qk // 32) * 32)
+ACC_ROW_PAD = limits.SEQ_PAD        # how cute_sm120 pads the dQ accumulator's rows ...
+ACC_COL_PADS = limits.HEAD_DIM_PADS  # ... and its columns
+acc_cols = limits.acc_cols
 
 
 def max_seq_q(cap: Capability, head_dim_qk: int) -> int | None:
     """The longest query sequence ``cap`` serves at this head dim (None: no limit)."""
-    limits = [cap.max_seq] if cap.max_seq is not None else []
+    limits_q = [cap.max_seq] if cap.max_seq is not None else []
     if cap.max_acc_elements is not None:
-        cols = acc_cols(head_dim_qk)
-        limits.append(cap.max_acc_elements // cols // ACC_ROW_PAD * ACC_ROW_PAD)
-    return min(limits) if limits else None
+        limits_q.append(limits.acc_seq_limit(head_dim_qk, cap.max_acc_elements))
+    return min(limits_q) if limits_q else None
 
 
 # Preference order: the first engine that does not decline serves the graph.

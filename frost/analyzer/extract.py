@@ -10,14 +10,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from frost.analyzer.facts import Facts
+from frost.limits import SEQ_STRIDE_LIMIT
 from frost.ir.ops import SdpaBackwardOp
 from frost.ir.tensors import TensorSpec, contiguous_strides, layout_strides
 
 LAYOUTS = ("bshd", "bhsd")      # preference order when a tensor fits several (extent-1 dims make strides ambiguous)
 INT32_SPAN = 2**31
-# q's and do's sequence strides below this many elements: cute_sm120 addresses a query tile's rows (up to 128) with
-# 32-bit offsets (kernels.api.MAX_SEQ_STRIDE, which the call checks, is this)
-SEQ_STRIDE_LIMIT = 2**24
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-SMEM_LIMIT_BYTES = 99 * 1024  # 101376: cutlass.memory.get_smem_capacity_in_bytes("sm_120")
+from frost.limits import SMEM_BYTES
+
+SMEM_LIMIT_BYTES = SMEM_BYTES  # 101376: cutlass.memory.get_smem_capacity_in_bytes("sm_120")
 SM120_SMEM_PER_SM = 100 * 1024
 SM90_SMEM_PER_SM = 228 * 1024
 SM90_SMEM_MAX_PER_CTA = 227 * 1024

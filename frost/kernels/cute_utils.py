@@ -9,7 +9,7 @@ from cutlass import Float32, Int32, Int64
 from cutlass._mlir.dialects import arith, llvm
 from cutlass.cutlass_dsl import dsl_user_op
 
-from frost.kernels.tiles import swizzle_atom_cols
+from frost.kernels.geometry import swizzle_atom_cols
 
 _SWIZZLE_BY_ATOM_COLS = {64: 3, 32: 2, 16: 1}
 
@@ -199,8 +199,8 @@ def load_tile_zfill(tiled_copy: cute.TiledCopy, t_src: cute.Tensor, t_dst: cute.
 def cp_async_16_zfill(dst: cute.Pointer, src: cute.Pointer, valid, *, loc=None, ip=None) -> None:
     """cp.async.cg of 16 bytes from global ``src`` to shared ``dst``, or 16 zero bytes when ``valid`` is false
     (cp.async's ignore-src predicate: nothing is read, so ``src`` may point past the tensor). One instruction
-    where the branch took a copy, a store and three issue slots of padding; the predicate measured faster than
-    the source-size operand (which ptxas rebuilds from a select), thirtieth session."""
+    where the branch took a copy, a store and three issue slots of padding; the predicate is faster than the
+    source-size operand (which ptxas rebuilds from a select)."""
     from cutlass.cute.arch.nvvm_wrappers import _normalize_ptr
 
     flag = arith.extui(Int32.mlir_type, cutlass.Boolean(valid).ir_value(loc=loc, ip=ip), loc=loc, ip=ip)

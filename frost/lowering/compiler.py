@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterator, Protocol
 @dataclass(frozen=True)
 class KernelUnit:
     """One thing to compile. `key` identifies the generated code (equal keys => interchangeable kernels);
-    `config` is the engine's own description (e.g. a frost.kernels.api.KernelConfig)."""
+    `config` is the engine's own description (e.g. a frost.kernels.backward.api.KernelConfig)."""
 
     engine: str
     key: str

@@ -1,20 +1,21 @@
 """Compiled kernels on disk, as opaque bytes, so a new process skips the compile (and, in the same store, the
 probe reports of compiled graphs: lowering/report_cache.py).
 
-An entry is keyed by frost version (with a digest of the kernel sources, so that a changed kernel never loads code
-compiled from an older one under the same version number) + cutlass-dsl version + target arch + compiler + compile
-key. Each file carries
-its own key and a checksum: a corrupt, truncated or foreign entry is logged, removed and rebuilt, never a crash.
+An entry is keyed by frost version (with a digest of the kernel sources' code, so that a changed kernel never loads
+code compiled from an older one under the same version number, while an edited comment recompiles nothing) +
+cutlass-dsl version + target arch + compiler + compile key. Each file carries its own key and a checksum: a corrupt, truncated or foreign entry is logged, removed and rebuilt, never a crash.
 Writes are atomic (temp file + rename), so concurrent processes never see half an entry."""
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import logging
 import os
 import shutil
 import struct
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from functools import lru_cache
@@ -36,15 +37,32 @@ def package_version(dist: str, fallback: str = "none") -> str:
 
 
 KERNEL_SOURCES = Path(__file__).resolve().parents[1] / "kernels"
+LIMITS_SOURCE = Path(__file__).resolve().parents[1] / "limits.py"   # the kernels' limits, which they read
+
+
+def code_ast(source: str) -> str:
+    """A module's code as its syntax tree with the docstrings left out: comments, docstrings, blank lines and
+    formatting do not change it, code does. Dumped without positions (line numbers do not count either)."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 @lru_cache(maxsize=None)
-def source_digest(directory: Path = KERNEL_SOURCES) -> str:
-    """sha256 (16 hex digits) over the name and bytes of every .py file of ``directory``, in name order: the code
-    the compiled kernels come from."""
-    h = hashlib.sha256()
-    for path in sorted(Path(directory).glob("*.py")):
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+def source_digest(directory: Path = KERNEL_SOURCES, extra: tuple[Path, ...] = (LIMITS_SOURCE,)) -> str:
+    """sha256 (16 hex digits) over the relative path and code (code_ast) of every .py file under ``directory``, in
+    path order, and of the ``extra`` files, with the Python version (which shapes the syntax tree): what the compiled
+    kernels come from. Editing a comment or docstring keeps the digest, so it recompiles nothing."""
+    h = hashlib.sha256(f"python {sys.version_info[0]}.{sys.version_info[1]}".encode())
+    root = Path(directory)
+    files = [(p.relative_to(root).as_posix(), p) for p in sorted(root.rglob("*.py"))]
+    for name, path in files + [(Path(p).name, Path(p)) for p in extra]:
+        h.update(name.encode() + b"\0" + code_ast(path.read_text()).encode() + b"\0")
     return h.hexdigest()[:16]
 
 

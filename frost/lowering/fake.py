@@ -12,7 +12,7 @@ PREFIX = b"frost-fake-kernel\n"
 
 
 class FakeKernel:
-    """Binds like the real kernel set (frost.kernels.api.CompiledBackward.bind): ``bind(problem)`` returns a
+    """Binds like the real kernel set (frost.kernels.backward.api.CompiledBackward.bind): ``bind(problem)`` returns a
     launch that records its arguments and does nothing else."""
 
     def __init__(self, key: str) -> None:

@@ -1,4 +1,4 @@
-"""The A/B harness's GPU-free parts (frost.bench.ab), the candidates registry and the parent process of
+"""The A/B harness's GPU-free parts (tools.ab), the candidates registry and the parent process of
 benchmarks/ab_variants.py with its children faked."""
 
 import importlib.util
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from frost.bench import ab
-from frost.bench.ab import Candidate, Row
+from tools import ab
+from tools.ab import Candidate, Row
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -102,7 +102,7 @@ def test_candidate_declines_other_sets_and_changes_its_own():
 
 
 def test_registered_candidates_make_legal_tiles_on_every_target():
-    from frost.kernels.compile import DTYPES
+    from frost.kernels.backward.compile import DTYPES
 
     candidates = _module("bench_variants").CANDIDATES
     assert candidates

@@ -6,7 +6,7 @@ Needs nvdisasm and cuobjdump: pip install 'nvidia-cuda-nvdisasm>=13.4,<14' 'nvid
 
 import pytest
 
-from frost.bench import sass
+from tools import sass
 
 pytestmark = pytest.mark.compile_gate
 

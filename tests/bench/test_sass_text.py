@@ -1,6 +1,6 @@
-"""frost.bench.sass's text helpers on a synthetic nvdisasm listing (no CUDA tools needed)."""
+"""tools.sass's text helpers on a synthetic nvdisasm listing (no CUDA tools needed)."""
 
-from frost.bench import sass
+from tools import sass
 
 LISTING = """\t.headerflags\t@"EF_CUDA_VIRTUAL_SM(EF_CUDA_SM90)"
 //--------------------- .text.kernel_a_Preprocess --------------------------

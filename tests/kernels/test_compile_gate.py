@@ -7,13 +7,14 @@ main kernel's shared memory fits the SM120 limit (99 KB).
 The served set is small by design: the compiled code depends only on (dtype, padded head dims, arch, dQ order)
 -- logical head dims, sequence lengths (full and per batch), strides, the mask (band bounds, alignment), the GQA
 group and the sink are runtime values -- so 2 dtypes x 10 padded head-dim pairs (the 9 pads, V padded like Q/K,
-plus 192/128 with narrower V tiles: tiles.served_pads) x 2 archs x 2 dQ orders (atomic; ordered, for
+plus 192/128 with narrower V tiles: catalogue.served_pads) x 2 archs x 2 dQ orders (atomic; ordered, for
 deterministic mode and narrow bands: KernelKey.ordered) = 80 kernel sets cover every head dim (multiple of 8,
 <= 256, Dv <= Dqk) and feature combination; problems without GQA get d64's atomic set compiled with other ptxas
-options (compile.MHA_PTXAS, KernelKey.mha: 4 more sets), and the dq_gemm sets (tiles.DQ_GEMM_TILES,
+options (catalogue.MHA_PTXAS, KernelKey.mha: 4 more sets), and the dq_gemm sets (catalogue.DQ_GEMM_TILES,
 KernelKey.dq_gemm: the main kernel storing dS, then the dQ GEMM kernel; d96/d128 deterministic, d160/d192/d256
-both modes: 24 more) and the narrow-band sets (tiles._NARROW_CHANGES, KernelKey.narrow: ordered dQ on narrow bands
-at d32-d128: 24 more). The unserved 2-D warp-grid kernel variants (tiles.GRID_VARIANTS, bf16) are built and checked
+both modes: 24 more) and the narrow-band sets (catalogue._NARROW_CHANGES, KernelKey.narrow: ordered dQ on narrow bands
+at d32-d128: 24 more); selection.served_keys lists them. The unserved 2-D warp-grid kernel variants
+(catalogue.GRID_VARIANTS, bf16) are built and checked
 too. Compiles run in parallel processes (one per CPU).
 
 Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""
@@ -26,7 +27,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from frost.bench.sass import PIP_HINT, find_tool, resources_by_function
+from tools.sass import PIP_HINT, find_tool, resources_by_function
 
 pytestmark = pytest.mark.compile_gate
 
@@ -44,17 +45,10 @@ def _tool(name: str) -> str:
 def _builds():
     """(key, tile override, label): every served set, plus the unserved grid-kernel variants (bf16) so that code
     keeps building too."""
-    from frost.kernels.compile import DTYPES, MHA_PTXAS, KernelKey
-    from frost.kernels.tiles import DQ_GEMM_TILES, GRID_VARIANTS, narrow_pads, served_pads
+    from frost.kernels.backward.catalogue import GRID_VARIANTS
+    from frost.kernels.backward.selection import KernelKey, served_keys
 
-    served = [(KernelKey(dt, d, arch, 0 if dv == d else dv, ordered), None, "") for arch in ARCHS
-              for dt in DTYPES for d, dv in served_pads() for ordered in (False, True)]
-    served += [(KernelKey(dt, d, arch, dv, ordered, mha=True), None, "") for arch in ARCHS for dt in DTYPES
-               for d, dv, ordered in MHA_PTXAS]
-    served += [(KernelKey(dt, d, arch, dv, dq_gemm=True), None, "") for arch in ARCHS for dt in DTYPES
-               for d, dv in DQ_GEMM_TILES]
-    served += [(KernelKey(dt, d, arch, ordered=True, narrow=True), None, "") for arch in ARCHS for dt in DTYPES
-               for d in narrow_pads()]
+    served = [(key, None, "") for key in served_keys(ARCHS)]
     variants = [(KernelKey("bfloat16", t.head_dim_pad, arch), t, name) for arch in ARCHS
                 for name, t in GRID_VARIANTS.items()]
     return served, variants
@@ -69,7 +63,7 @@ def _tag(key, label: str) -> str:
 
 def _build(item, outdir):
     """Child process: compile one kernel set, write its cubin; return (key, label, main smem bytes, cubin path)."""
-    from frost.kernels.compile import compile_kernels
+    from frost.kernels.backward.compile import compile_kernels
 
     key, tile, label = item
     ks = compile_kernels(key, keep_cubin=True, tile=tile)
@@ -81,15 +75,14 @@ def _build(item, outdir):
 
 def _resources(cubin: str) -> dict:
     """kernel name -> resource usage, for every function of the one cubin the backward compiles to."""
-    from frost.kernels.compile import kernel_role
+    from frost.kernels.backward.compile import kernel_role
 
     with open(cubin, "rb") as f:
         return {kernel_role(function): res for function, res in resources_by_function(f.read()).items()}
 
 
 def test_compile_gate():
-    from frost.kernels.compile import MHA_PTXAS
-    from frost.kernels.tiles import DQ_GEMM_TILES, narrow_pads, served_pads
+    from frost.kernels.backward.catalogue import DQ_GEMM_TILES, MHA_PTXAS, narrow_pads, served_pads
 
     _tool("cuobjdump")
     nvdisasm = _tool("nvdisasm")

@@ -92,7 +92,7 @@ def test_a_failed_capture_turns_replay_off():
 @pytest.mark.parametrize("env, expected", [(None, True), ("1", True), ("0", False), ("off", False)])
 def test_launch_reads_frost_graph_replay(monkeypatch, env, expected):
     from frost.kernels import choose_config
-    from frost.kernels.launch import Launch, Problem
+    from frost.kernels.backward.launch import Launch, Problem
     from types import SimpleNamespace
 
     if env is None:

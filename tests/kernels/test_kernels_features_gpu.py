@@ -128,7 +128,7 @@ BITWISE_CASES = {
     "grid_2pass": Case(b=2, hq=4, hkv=2, sq=300, skv=350, dqk=256, dv=256, causal=True, alignment=BR,
                        band_left=200, seq_len_q=[300, 170], seq_len_kv=[350, 300], sink=-1.0, deterministic=True,
                        seed=6),
-    # the ordered set's own tile (tiles._ORDERED_CHANGES: d160 adds its whole dQ after one GEMM), which d160 runs on
+    # the ordered set's own tile (catalogue._ORDERED_CHANGES: d160 adds its whole dQ after one GEMM), which d160 runs on
     # narrow bands (wide ones take the dq_gemm set)
     "ordered_tile": Case(b=2, hq=4, hkv=2, sq=400, skv=380, dqk=160, dv=160, causal=True, alignment=TL,
                          band_left=120, seq_len_q=[400, 233], seq_len_kv=[380, 301], sink=0.3, deterministic=True,

@@ -9,15 +9,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from frost.kernels.api import choose_config, workspace_regions
-from frost.kernels.bwd_main import BwdMainKernel
-from frost.kernels.chain import BackwardChain
-from frost.kernels.dq_convert import DqConvertKernel
-from frost.kernels.dq_gemm import DqGemmKernel
-from frost.kernels.launch import LOG2_E, Launch, Problem
+from frost.kernels.backward.api import choose_config, workspace_regions
+from frost.kernels.backward.bwd_main import BwdMainKernel
+from frost.kernels.backward.chain import BackwardChain
+from frost.kernels.backward.dq_convert import DqConvertKernel
+from frost.kernels.backward.dq_gemm import DqGemmKernel
+from frost.kernels.backward.launch import LOG2_E, Launch, Problem
 from frost.kernels.mask import (FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND,
                                 main_writes_dq)
-from frost.kernels.preprocess import PreprocessKernel
+from frost.kernels.backward.preprocess import PreprocessKernel
 
 KERNELS = {"preprocess": PreprocessKernel, "main": BwdMainKernel, "dq_convert": DqConvertKernel}
 
@@ -126,54 +126,52 @@ def test_a_set_whose_main_kernel_writes_dq_converts_only_for_dsink():
     (80, (500, 12), False, True), (80, (513, 0), False, False)])
 def test_narrow_bands_order_dq_in_the_default_mode(d, band, det, ordered):
     """dQ is added in KV-tile order (FLAG_ORDERED_DQ) in deterministic mode (but not on the dq_gemm sets: d160 on a
-    wide band), and in the default mode for bands of L + R <= the measured launch.ORDERED_BAND (d192's grid tile:
+    wide band), and in the default mode for bands of L + R <= catalogue.ORDERED_BAND (d192's grid tile:
     never, it does not write dQ directly)."""
     calls = {}
     cfg, tensors, ws = _problem_tensors(d=d, band_left=band[0], band_right=band[1], deterministic=det)
-    assert cfg.ordered == cfg.kernel_key.ordered == ordered
+    assert cfg.key.ordered == cfg.key.ordered == ordered
     Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=band[0], band_right=band[1],
                                                    deterministic=det))(*tensors, ws, 3)
     assert bool(calls["backward"]["flags"] & FLAG_ORDERED_DQ) == ordered
 
 
 def test_ordered_dq_has_a_kernel_set_of_its_own(monkeypatch):
-    """Ordered and atomic dQ compile to different kernel sets (the key says which): a Launch refuses a problem of
-    the other kind, and CompiledBackward.bind serves one through its twin set, fetched once."""
-    from frost.kernels import api
+    """Ordered and atomic dQ compile to different kernel sets (the key says which): CompiledBackward.bind serves a
+    problem of the other kind through its twin set, fetched once."""
+    from frost.kernels.backward import api
 
     atomic_cfg, tensors, ws = _problem_tensors()
     ordered_cfg, _, _ = _problem_tensors(deterministic=True)
-    assert atomic_cfg.kernel_key.as_str() != ordered_cfg.kernel_key.as_str()
-    assert ordered_cfg.kernel_key.as_str().endswith(":o1") and not atomic_cfg.ordered
+    assert atomic_cfg.key.as_str() != ordered_cfg.key.as_str()
+    assert ordered_cfg.key.as_str().endswith(":o1") and not atomic_cfg.key.ordered
     det = Problem(2, 4, 2, 100, 140, 0.125, deterministic=True)
-    with pytest.raises(ValueError, match="ordered"):
-        Launch(_recording_kernels({}), atomic_cfg, det)
     fetched, calls = [], {}
     monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels(calls))
     bwd = api.CompiledBackward(atomic_cfg, _recording_kernels({}))
     for _ in range(2):
         bwd.bind(det)(*tensors, ws, 3)
-    assert fetched == [ordered_cfg.kernel_key] and calls["backward"]["flags"] & FLAG_ORDERED_DQ
+    assert fetched == [ordered_cfg.key] and calls["backward"]["flags"] & FLAG_ORDERED_DQ
     assert bwd.bind(Problem(2, 4, 2, 100, 140, 0.125)).backward is bwd.kernels.backward
 
 
 def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
-    """Where compile.MHA_PTXAS has options for a set (d64, atomic dQ), a problem without GQA binds to its MHA twin
-    (the shared set's tile with tiles._MHA_CHANGES, compiled with them; fetched once); GQA problems, ordered dQ and
+    """Where catalogue.MHA_PTXAS has options for a set (d64, atomic dQ), a problem without GQA binds to its MHA twin
+    (the shared set's tile with catalogue._MHA_CHANGES, compiled with them; fetched once); GQA problems, ordered dQ and
     other pads keep the shared set. An MHA set is correct for any problem: its key is that tile's plus ':mha', and
     no key claims one that MHA_PTXAS lacks."""
-    from frost.kernels import api
-    from frost.kernels.compile import KernelKey, tile_key
-    from frost.kernels.tiles import tile_for_set
+    from frost.kernels.backward import api
+    from frost.kernels.backward.compile import KernelKey, tile_key
+    from frost.kernels.backward.catalogue import tile_for_set
 
     cfg, _, _ = _problem_tensors()
-    mha_key = replace(cfg, mha=True).kernel_key
-    assert not cfg.mha and mha_key.tile == tile_for_set(cfg.kernel_key.tile, False, mha=True) != cfg.kernel_key.tile
-    assert mha_key.as_str() == cfg.kernel_key.as_str().replace(tile_key(cfg.kernel_key.tile),
+    mha_key = replace(cfg.key, mha=True)
+    assert not cfg.key.mha and mha_key.tile == tile_for_set(cfg.key.tile, False, mha=True) != cfg.key.tile
+    assert mha_key.as_str() == cfg.key.as_str().replace(tile_key(cfg.key.tile),
                                                                tile_key(mha_key.tile)) + ":mha"
-    assert choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1).mha
-    assert not choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1, deterministic=True).mha
-    assert not choose_config("bfloat16", 128, 128, True, "top_left", "sm_90a", gqa_group=1).mha
+    assert choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1).key.mha
+    assert not choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", gqa_group=1, deterministic=True).key.mha
+    assert not choose_config("bfloat16", 128, 128, True, "top_left", "sm_90a", gqa_group=1).key.mha
     with pytest.raises(ValueError, match="MHA"):
         KernelKey("bfloat16", 128, "sm_90a", mha=True)
     fetched = []
@@ -182,10 +180,10 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     mha = Problem(2, 4, 4, 100, 140, 0.125)
     for _ in range(2):
         bwd.bind(mha)
-    assert fetched == [replace(cfg, mha=True).kernel_key]
+    assert fetched == [replace(cfg.key, mha=True)]
     assert bwd.bind(Problem(2, 4, 2, 100, 140, 0.125)).backward is bwd.kernels.backward
     bwd.bind(Problem(2, 4, 4, 100, 140, 0.125, deterministic=True))
-    assert fetched[1:] == [replace(cfg, ordered=True).kernel_key]
+    assert fetched[1:] == [replace(cfg.key, ordered=True)]
 
 
 @pytest.mark.parametrize("d,band,det,narrow", [
@@ -196,28 +194,29 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     (80, (512, 0), False, True), (80, (513, 0), False, False), (160, (128, 0), False, False)])
 def test_narrow_bands_run_on_a_narrow_band_set_where_one_exists(d, band, det, narrow):
     """An ordered narrow band (the bands the default mode orders) runs, in either mode, on the narrow-band set where
-    its pad has one (tiles._NARROW_CHANGES: its tile is the ordered set's with those changes, its key the ordered
+    its pad has one (catalogue._NARROW_CHANGES: its tile is the ordered set's with those changes, its key the ordered
     one's kind plus ':nb'); wide bands, atomic problems and the other pads never do. The Launch passes it the
     ordered flag."""
-    from frost.kernels.tiles import _NARROW_CHANGES, tile_for_pads, tile_for_set
+    from frost.kernels.backward.catalogue import _NARROW_CHANGES, tile_for_pads, tile_for_set
 
     calls = {}
     cfg, tensors, ws = _problem_tensors(d=d, band_left=band[0], band_right=band[1], deterministic=det)
-    assert cfg.narrow == narrow and cfg.kernel_key.as_str().endswith(":nb") == narrow and cfg.ordered >= narrow
+    assert cfg.key.narrow == narrow and cfg.key.as_str().endswith(":nb") == narrow and cfg.key.ordered >= narrow
     if narrow:
         ordered_tile = tile_for_set(tile_for_pads(d), True)
-        assert cfg.kernel_key.tile == replace(ordered_tile, **_NARROW_CHANGES[d]) != ordered_tile
+        assert cfg.key.tile == replace(ordered_tile, **_NARROW_CHANGES[d]) != ordered_tile
     Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=band[0], band_right=band[1],
                                                    deterministic=det))(*tensors, ws, 3)
-    assert bool(calls["backward"]["flags"] & FLAG_ORDERED_DQ) == cfg.ordered
+    assert bool(calls["backward"]["flags"] & FLAG_ORDERED_DQ) == cfg.key.ordered
 
 
 def test_the_narrow_band_set_is_a_twin_of_the_ordered_set(monkeypatch):
     """A narrow-band key needs ordered dQ and a pad with such a set, and carries its ptxas options
-    (compile.NARROW_PTXAS); a Launch refuses a problem of the other kind, and CompiledBackward.bind serves narrow and
-    wide deterministic problems through each other's twin, fetched once."""
-    from frost.kernels import api
-    from frost.kernels.compile import NARROW_PTXAS, KernelKey
+    (catalogue.NARROW_PTXAS); CompiledBackward.bind serves narrow and wide deterministic problems through each
+    other's twin, fetched once."""
+    from frost.kernels.backward import api
+    from frost.kernels.backward.catalogue import NARROW_PTXAS
+    from frost.kernels.backward.selection import KernelKey
 
     for d, bad in ((64, {}), (160, {"ordered": True}), (64, {"ordered": True, "mha": True})):
         with pytest.raises(ValueError, match="narrow-band"):
@@ -227,42 +226,39 @@ def test_the_narrow_band_set_is_a_twin_of_the_ordered_set(monkeypatch):
     wide_cfg, tensors, ws = _problem_tensors(deterministic=True)
     narrow_cfg, _, _ = _problem_tensors(band_left=128, deterministic=True)
     narrow, wide = (Problem(2, 4, 2, 100, 140, 0.125, band_left=b, deterministic=True) for b in (128, None))
-    for cfg, p in ((wide_cfg, narrow), (narrow_cfg, wide)):
-        with pytest.raises(ValueError, match="ordered dQ"):
-            Launch(_recording_kernels({}), cfg, p)
     fetched = []
     monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels({}))
     bwd = api.CompiledBackward(wide_cfg, _recording_kernels({}))
     for _ in range(2):
         bwd.bind(narrow)
-    assert fetched == [narrow_cfg.kernel_key] and bwd.bind(wide).backward is bwd.kernels.backward
-    assert api.CompiledBackward(narrow_cfg, _recording_kernels({})).bind(wide) and fetched[1:] == [wide_cfg.kernel_key]
+    assert fetched == [narrow_cfg.key] and bwd.bind(wide).backward is bwd.kernels.backward
+    assert api.CompiledBackward(narrow_cfg, _recording_kernels({})).bind(wide) and fetched[1:] == [wide_cfg.key]
 
 
 def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(monkeypatch):
     """Deterministic mode at d96/d128 and d160 and above outside the narrow bands takes the dq_gemm set (dQ by a
     GEMM over a stored dS^T: no ordered relay), whose workspace holds dS^T in its dq_accum region (d160/d192/d256:
-    the default mode too); a problem whose dS^T would pass dq_gemm.DQ_GEMM_MAX_BYTES runs on the relay instead, a
-    default-mode one on the atomic set (twins, fetched once), and a Launch refuses a problem of another kind."""
-    from frost.kernels import api, dq_gemm
-    from frost.kernels.compile import KernelKey
+    the default mode too); a problem whose dS^T would pass ds_workspace.DQ_GEMM_MAX_BYTES runs on the relay instead, a
+    default-mode one on the atomic set (twins, fetched once)."""
+    from frost.kernels.backward import api, ds_workspace
+    from frost.kernels.backward.selection import KernelKey
 
     cfg, tensors, ws = _problem_tensors(d=128, deterministic=True)
-    assert cfg.dq_gemm and not cfg.ordered and cfg.kernel_key.as_str().endswith(":o0:dqg")
+    assert cfg.key.dq_gemm and not cfg.key.ordered and cfg.key.as_str().endswith(":o0:dqg")
     assert dict(workspace_regions(cfg, 2, 4, 100, 140))["dq_accum"] == 2 * 4 * 256 * 128 * 2  # keys pad to 128
     for d, band, gemm in ((96, None, True), (128, 257, True), (128, 256, False), (96, 128, False), (64, None, False),
                           (192, None, True), (256, 129, True), (256, 128, False), (160, None, True),
                           (160, 128, False), (224, None, True), (224, 129, True), (224, 64, False),
                           (80, None, False)):
         c = choose_config("bfloat16", d, d, True, "top_left", "sm_90a", band_left=band, deterministic=True)
-        assert c.dq_gemm == gemm and c.ordered == (not gemm), (d, band)
-    # the pads of 64-key tiles take it in the default mode too (compile.DQ_GEMM_DEFAULT_PADS; head dims 200-224
+        assert c.key.dq_gemm == gemm and c.key.ordered == (not gemm), (d, band)
+    # the pads of 64-key tiles take it in the default mode too (catalogue.DQ_GEMM_DEFAULT_PADS; head dims 200-224
     # pad to 256)
     for d, dv, band, gemm in ((128, 128, None, False), (192, 192, None, True), (192, 128, None, True),
                               (256, 256, None, True), (256, 256, 128, False), (160, 160, None, True),
                               (160, 160, 128, False), (224, 224, None, True), (200, 200, 128, False)):
         c = choose_config("bfloat16", d, dv, True, "top_left", "sm_90a", band_left=band)
-        assert c.dq_gemm == gemm and not c.ordered == (gemm or band is None), (d, dv, band)
+        assert c.key.dq_gemm == gemm and not c.key.ordered == (gemm or band is None), (d, dv, band)
     for d, bad in ((128, {"ordered": True}), (64, {"mha": True}), (64, {})):
         with pytest.raises(ValueError, match="dq_gemm"):
             KernelKey("bfloat16", d, "sm_90a", dq_gemm=True, **bad)
@@ -275,13 +271,11 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
     assert bwd.bind(det).backward is bwd.kernels.backward and not fetched
     for _ in range(2):
         bwd.bind(Problem(2, 4, 2, 100, 140, 0.125))
-    assert fetched == [replace(cfg, dq_gemm=False).kernel_key]
-    monkeypatch.setattr(dq_gemm, "DQ_GEMM_MAX_BYTES", 2 * 4 * 256 * 128 * 2 - 1)
+    assert fetched == [replace(cfg.key, dq_gemm=False)]
+    monkeypatch.setattr(ds_workspace, "DQ_GEMM_MAX_BYTES", 2 * 4 * 256 * 128 * 2 - 1)
     assert dict(workspace_regions(cfg, 2, 4, 100, 140))["dq_accum"] == 2 * 4 * 128 * 128 * 4  # the fp32 rows
     bwd.bind(det)
-    assert fetched[1:] == [replace(cfg, dq_gemm=False, ordered=True).kernel_key]
-    with pytest.raises(ValueError, match="ordered dQ"):
-        Launch(_recording_kernels({}), cfg, det)
+    assert fetched[1:] == [replace(cfg.key, dq_gemm=False, ordered=True)]
 
 
 def test_absent_inputs_get_a_stand_in_and_no_flag():
@@ -317,15 +311,15 @@ def test_empty_problems_zero_dsink():
 
 
 def test_with_config_shares_kernels_only_within_a_compile_key():
-    from frost.kernels.api import CompiledBackward
+    from frost.kernels.backward.api import CompiledBackward
 
     kernels = object()   # stands in for a compiled set: nothing here launches
     causal = choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a")
     bwd = CompiledBackward(causal, kernels)
-    assert bwd.with_config(causal) is bwd
     same_key = choose_config("bfloat16", 56, 48, False, "bottom_right", "sm_90a")
     bound = bwd.with_config(same_key)
     assert bound.cfg == same_key and bound.kernels is kernels and bwd.cfg == causal
+    assert bound.selected and not bwd.selected   # a plan's config: bind launches its key as given
     with pytest.raises(ValueError, match="compile key"):
         bwd.with_config(choose_config("bfloat16", 128, 128, True, "top_left", "sm_90a"))
 
@@ -337,14 +331,14 @@ def test_bind_refuses_sequences_past_the_accumulator_offsets(d, limit, monkeypat
     at the same limit the probe declines with (seq_len_max)."""
     from frost.analyzer.capability import ACC_COL_PADS, ACC_ROW_PAD, CUTE_SM120, acc_cols, max_seq_q
     from frost.errors import TensorError
-    from frost.kernels import rowwise
-    from frost.kernels.api import CompiledBackward
-    from frost.kernels.tiles import HEAD_DIM_PADS, tile_for
+    from frost.kernels.backward import rowwise
+    from frost.kernels.backward.api import CompiledBackward
+    from frost.kernels.backward.catalogue import HEAD_DIM_PADS, tile_for
 
     assert ACC_ROW_PAD == rowwise.SEQ_PAD and ACC_COL_PADS == HEAD_DIM_PADS
     assert all(tile_for(h, h).head_dim_pad == acc_cols(h) for h in range(8, 257, 8))
     assert max_seq_q(CUTE_SM120, d) == limit and (limit + ACC_ROW_PAD) * d > (1 << 31) - 1 >= limit * d
-    from frost.kernels import api
+    from frost.kernels.backward import api
 
     bwd = CompiledBackward(choose_config("bfloat16", d, d, True, "top_left", "sm_90a"), _recording_kernels({}))
     # (a twin set -- d256's problem past the dS workspace's limit runs on the atomic set -- is not compiled)
@@ -361,7 +355,7 @@ def test_checked_call_names_the_bad_tensor():
     """CompiledBackward.__call__ checks every tensor before any launch and raises a TensorError (a ValueError)
     naming the tensor, what it got and what it accepts; on a CPU-only machine correct tensors stop at q.device."""
     from frost.errors import TensorError
-    from frost.kernels.api import CompiledBackward
+    from frost.kernels.backward.api import CompiledBackward
 
     cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
     bwd = CompiledBackward(cfg, _recording_kernels({}))
@@ -377,7 +371,7 @@ def test_checked_call_names_the_bad_tensor():
     with pytest.raises(TensorError, match=r"dk\.stride"):
         call(dk=torch.zeros(2, 2, 140, 68, dtype=torch.bfloat16)[..., :64])   # rows pitched to 136 bytes
     from frost.analyzer.extract import SEQ_STRIDE_LIMIT
-    from frost.kernels.api import MAX_SEQ_STRIDE
+    from frost.kernels.backward.api import MAX_SEQ_STRIDE
 
     assert MAX_SEQ_STRIDE == SEQ_STRIDE_LIMIT == 1 << 24  # the probe declines (seq_stride_max) what the call refuses
     with pytest.raises(TensorError, match=r"q\.stride: got \(0, 64, 16777216, 1\); accepted: a sequence stride"):
@@ -392,7 +386,7 @@ def test_checked_call_names_the_bad_tensor():
 def test_checked_entry_keeps_a_bound_launch_per_problem(monkeypatch):
     """CompiledBackward.__call__ binds a problem once (so its repeated calls can replay a CUDA graph), keeps at
     most MAX_BOUND_LAUNCHES of them (the oldest goes), and launches with the tensors of each call."""
-    from frost.kernels import api
+    from frost.kernels.backward import api
 
     calls = {}
     cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
@@ -413,13 +407,13 @@ def test_checked_entry_keeps_a_bound_launch_per_problem(monkeypatch):
 def test_dq_gemm_workspace_limit_from_the_environment(monkeypatch):
     """FROST_DQ_GEMM_MAX_BYTES caps the dS workspace (0: never use it); anything but a byte count is refused,
     naming the variable, the value and what is accepted."""
-    from frost.kernels import dq_gemm
+    from frost.kernels.backward import ds_workspace
 
     monkeypatch.delenv("FROST_DQ_GEMM_MAX_BYTES", raising=False)
-    assert dq_gemm._max_bytes_from_env() == 2 ** 31
+    assert ds_workspace._max_bytes_from_env() == 2 ** 31
     monkeypatch.setenv("FROST_DQ_GEMM_MAX_BYTES", "0")
-    assert dq_gemm._max_bytes_from_env() == 0
+    assert ds_workspace._max_bytes_from_env() == 0
     for bad in ("abc", "-5", "1.5e9"):
         monkeypatch.setenv("FROST_DQ_GEMM_MAX_BYTES", bad)
         with pytest.raises(ValueError, match=rf"FROST_DQ_GEMM_MAX_BYTES='{bad}'.*byte count >= 0"):
-            dq_gemm._max_bytes_from_env()
+            ds_workspace._max_bytes_from_env()

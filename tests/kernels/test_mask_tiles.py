@@ -130,7 +130,7 @@ def test_block_order_puts_kv_tiles_slowest_for_causal_walks_and_unbounded_ordere
     once with a head's KV tiles in ascending launch order (ordered dQ's deadlock freedom)."""
     from frost.kernels.mask import FLAG_KV_SLOWEST, FLAG_ORDERED_DQ
 
-    ordering = _fresh_copy("frost.kernels.ordering")
+    ordering = _fresh_copy("frost.kernels.backward.ordering")
     MAX_GRID_YZ, block_order = ordering.MAX_GRID_YZ, ordering.block_order
 
     n_kv, heads_kv, batch = 5, 3, 2
@@ -165,7 +165,7 @@ def test_dq_gemm_block_order_deals_the_longest_walks_out_first(left, right, bott
     walks in launch order (x fastest) the walk lengths of the dQ GEMM's CTAs never grow."""
     from frost.kernels.mask import FLAG_Q_TILES_DOWN
 
-    ordering = _fresh_copy("frost.kernels.ordering")
+    ordering = _fresh_copy("frost.kernels.backward.ordering")
     n_groups, heads, batch, group_rows, kv_tile = 6, 3, 2, 64, 32
     sq, skv = n_groups * group_rows - 10, n_groups * group_rows - 30
     flags_in = FLAG_BOTTOM_RIGHT if bottom_right else 0
@@ -212,7 +212,7 @@ def test_a_skipped_key_block_holds_no_visible_pair(case):
                                    for j in range(key0, key0 + keys))
 
 
-_BWD_MAIN = _fresh_copy("frost.kernels.bwd_main")
+_BWD_MAIN = _fresh_copy("frost.kernels.backward.bwd_main")
 
 
 @pytest.mark.parametrize("case", list(_cases(60, seed=13)),

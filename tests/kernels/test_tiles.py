@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 
-from frost.kernels.compile import tile_key
-from frost.kernels.tiles import all_tiles
+from frost.kernels.backward.compile import tile_key
+from frost.kernels.backward.catalogue import all_tiles
 
 
 @pytest.mark.parametrize("field", [f.name for f in dataclasses.fields(all_tiles()[0])])
@@ -21,8 +21,8 @@ def test_tile_key_reflects_every_field(field):
 
 def test_narrow_v_tiles():
     """192/128 gets the grid kernel with 128-wide V tiles (its own compile key); other V widths pad to Q/K's."""
-    from frost.kernels.api import choose_config
-    from frost.kernels.tiles import TileConfig, served_pads, tile_for
+    from frost.kernels.backward.api import choose_config
+    from frost.kernels.backward.catalogue import TileConfig, served_pads, tile_for
 
     narrow = tile_for(192, 128)
     assert narrow.warp_grid and narrow.dv_pad == 128 and narrow.head_dim_pad == 192
@@ -31,9 +31,9 @@ def test_narrow_v_tiles():
         assert tile_for(192, dv) == tile_for(192, 192) and tile_for(192, dv).dv_pad == 192
     assert narrow.smem_bytes() < tile_for(192, 192).smem_bytes()
     assert (192, 128) in served_pads() and len(set(served_pads())) == len(served_pads())
-    keys = {choose_config("bfloat16", 192, dv, True, "top_left", "sm_120a").kernel_key.as_str() for dv in (192, 128)}
+    keys = {choose_config("bfloat16", 192, dv, True, "top_left", "sm_120a").key.as_str() for dv in (192, 128)}
     assert len(keys) == 2
-    assert choose_config("bfloat16", 64, 64, True, "top_left", "sm_120a").kernel_key.head_dim_v_pad == 0
+    assert choose_config("bfloat16", 64, 64, True, "top_left", "sm_120a").key.head_dim_v_pad == 0
     rows = TileConfig(128, 128, 32, 2, 1, False, 128, head_dim_v_pad=64)
     with pytest.raises(AssertionError, match="rows kernel pads V"):
         rows.check()
@@ -45,14 +45,14 @@ def test_narrow_v_tiles():
 def test_head_dims_pad_to_the_smallest_served_pad(head_dim, pad):
     """40/48 and 72/80 have tiles of their own (48 and 80 wide); the rest pad to a multiple of 32, except 200-224,
     which pad to 256 (no 224 pad: the d256 set measured faster on them, tiles.py)."""
-    from frost.kernels.tiles import pad_head_dim, tile_for
+    from frost.kernels.backward.catalogue import pad_head_dim, tile_for
 
     assert pad_head_dim(head_dim) == pad and tile_for(head_dim, head_dim).head_dim_pad == pad
 
 
 @pytest.mark.parametrize("head_dim", [0, 12, 264])
 def test_unserved_head_dims_are_refused(head_dim):
-    from frost.kernels.tiles import pad_head_dim
+    from frost.kernels.backward.catalogue import pad_head_dim
 
     with pytest.raises(ValueError, match=f"head dim {head_dim}: need a positive multiple of 8 <= 256"):
         pad_head_dim(head_dim)
@@ -61,8 +61,8 @@ def test_unserved_head_dims_are_refused(head_dim):
 def test_row_split_of_the_rowwise_kernels_covers_every_pad():
     """The preprocess and dQ conversion split a row over a power of two of threads (a butterfly sums their
     partials) whose chunk slots cover the row: 48 columns (6 chunks) take 4 threads with 2 slots each."""
-    from frost.kernels.rowwise import CHUNK, chunks_per_thread, threads_per_row
-    from frost.kernels.tiles import HEAD_DIM_PADS
+    from frost.kernels.backward.rowwise import CHUNK, chunks_per_thread, threads_per_row
+    from frost.kernels.backward.catalogue import HEAD_DIM_PADS
 
     for pad in HEAD_DIM_PADS:
         tpr, chunks = threads_per_row(pad), pad // CHUNK
@@ -75,7 +75,8 @@ def test_copy_threads_never_reach_past_a_tile():
     """A 16-bit global->shared copy lays its threads (threads / chunks, chunks) over a tile, chunks being the
     16-byte chunks of a swizzle-atom row: a 64-row, 80-column tile (2 chunks) takes 128 threads, not 256."""
     from frost.kernels.cute_utils import copy_threads
-    from frost.kernels.tiles import all_tiles, swizzle_atom_cols
+    from frost.kernels.backward.catalogue import all_tiles
+    from frost.kernels.geometry import swizzle_atom_cols
 
     assert (copy_threads(256, 64, 80), copy_threads(128, 32, 48), copy_threads(256, 32, 128)) == (128, 64, 256)
     for t in all_tiles():
@@ -85,9 +86,9 @@ def test_copy_threads_never_reach_past_a_tile():
 
 
 def test_the_ordered_set_compiles_its_own_changes_to_a_tile():
-    """KernelKey.tile applies tiles._ORDERED_CHANGES to the ordered set only (d160 takes its whole dQ in one chunk
+    """KernelKey.tile applies catalogue._ORDERED_CHANGES to the ordered set only (d160 takes its whole dQ in one chunk
     there, d32 releases at the top), the compile keys of the two sets differ, and both tiles are checked."""
-    from frost.kernels.compile import KernelKey
+    from frost.kernels.backward.compile import KernelKey
 
     atomic, ordered = (KernelKey("bfloat16", 160, "sm_120a", 0, o).tile for o in (False, True))
     assert (atomic.dq_chunk, ordered.dq_chunk, ordered.do_stages) == (32, 160, 2)
@@ -117,7 +118,7 @@ def test_the_ordered_set_compiles_its_own_changes_to_a_tile():
 def test_only_the_lagged_step_places_its_release():
     """release_late / release_rotate choose where bwd_main_lag's and bwd_main_pipe's ordered releases go; bwd_main's
     step releases at its barriers, so its tiles refuse them."""
-    from frost.kernels.tiles import TileConfig
+    from frost.kernels.backward.catalogue import TileConfig
 
     lag = TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True)
     for field in ("release_late", "release_rotate"):
@@ -130,7 +131,7 @@ def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
     """atom_skip traces a step per set of live MMA atoms: bwd_main's step with two atoms per warp (32 rows) or the
     lagged step with one (16); the grid kernel has neither, nor the dQ GEMM dq_skip_parts trims. The narrow-band
     sets take them where measured faster (d48-d128), the atomic and ordered sets never."""
-    from frost.kernels.tiles import _TABLE, TileConfig, narrow_pads, tile_for_pads, tile_for_set
+    from frost.kernels.backward.catalogue import _TABLE, TileConfig, narrow_pads, tile_for_pads, tile_for_set
 
     replace = dataclasses.replace
     for bad in (TileConfig(96, 128, 32, 1, 1, False, 96, rows_per_warp=16),                    # 16 rows, bwd_main
@@ -154,7 +155,7 @@ def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
     assert skipping == [48, 64, 80, 96, 128]
     parts = [tile_for_set(tile_for_pads(d), True, narrow=True).dq_skip_parts for d in narrow_pads()]
     assert parts == [0, 2, 2, 2, 4, 4]  # d32 none; halves at d48-d80, quarters at d96/d128 (measured faster there)
-    from frost.kernels.compile import KernelKey  # the targets where a narrow set's change spills run without it
+    from frost.kernels.backward.selection import KernelKey  # targets where a narrow set's change spills run without
 
     def per_target(d, field):
         return [getattr(KernelKey(dt, d, arch, ordered=True, narrow=True).tile, field)
@@ -164,11 +165,11 @@ def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
 
 
 def test_a_target_that_spills_a_tile_compiles_its_own_changes():
-    """tiles._TARGET_CHANGES: d128 fp16 on sm_90a pipelines two stages (three spill there); the same pad in bf16, or
+    """catalogue._TARGET_CHANGES: d128 fp16 on sm_90a pipelines two stages (three spill there); the same pad in bf16, or
     on SM120, and the ordered set are untouched, and the compile keys differ. The ordered set takes
     _ORDERED_TARGET_CHANGES (d128 fp16 on sm_120a: no cp.async zero-fill), the narrow-band set
-    _NARROW_TARGET_CHANGES; d192's atomic set on sm_90a compiles with compile.TARGET_PTXAS, no other set does."""
-    from frost.kernels.compile import KernelKey
+    _NARROW_TARGET_CHANGES; d192's atomic set on sm_90a compiles with catalogue.TARGET_PTXAS, no other set does."""
+    from frost.kernels.backward.compile import KernelKey
 
     fp16_sm90 = KernelKey("float16", 128, "sm_90a").tile
     assert fp16_sm90.dq_lag_mbar and fp16_sm90.q_stages == fp16_sm90.do_stages == 2
@@ -187,12 +188,13 @@ def test_a_target_that_spills_a_tile_compiles_its_own_changes():
 
 
 def test_the_dq_gemm_set_compiles_its_own_changes_to_a_tile():
-    """KernelKey.tile applies tiles._DQ_GEMM_CHANGES to the dq_gemm set only: d160's main kernel double-buffers dO
+    """KernelKey.tile applies catalogue._DQ_GEMM_CHANGES to the dq_gemm set only: d160's main kernel double-buffers dO
     there (84 KB, within SM120's limit), except in fp16 on sm_90a (_TARGET_CHANGES: it spills there, and with the
     cp.async zero-fill and lean refills too), and refills at lean_refill 1; the atomic and
     ordered sets keep their own tiles, the compile keys differ, and d256's dq_gemm tile is the table's."""
-    from frost.kernels.compile import KernelKey
-    from frost.kernels.tiles import SMEM_LIMIT_BYTES, tile_for_pads
+    from frost.kernels.backward.compile import KernelKey
+    from frost.kernels.arch import SMEM_LIMIT_BYTES
+    from frost.kernels.backward.catalogue import tile_for_pads
 
     gemm = KernelKey("bfloat16", 160, "sm_120a", dq_gemm=True).tile
     atomic, ordered = (KernelKey("bfloat16", 160, "sm_120a", 0, o).tile for o in (False, True))
@@ -208,7 +210,7 @@ def test_the_dq_gemm_set_compiles_its_own_changes_to_a_tile():
 def test_a_lagged_dq_tile_needs_v_in_registers_and_both_operands_double_buffered():
     """bwd_main_lag keeps V in registers (K stays in shared memory) and refills nothing mid-step, so its tile must
     not ask for K in registers, a single buffer or a second pass; its shared memory counts dO and dS^T in V's."""
-    from frost.kernels.tiles import TileConfig
+    from frost.kernels.backward.catalogue import TileConfig
 
     lag = TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True)
     lag.check()
@@ -231,7 +233,7 @@ def test_16_byte_dq_adds_need_16_column_warp_slices():
     """dq_red_v4 joins a warp's two 8-column dQ atoms of a tiled-MMA step (a 16-column slice) into one 16-byte add
     per lane pair: the 8-column slices of d48/d80/d96 and the grid kernel's dQ are refused; d64 serves it in both
     dQ orders, d128 in the atomic set (its ordered pipe spills with it on sm_120a)."""
-    from frost.kernels.tiles import GRID_VARIANTS, tile_for_set, tile_for_pads
+    from frost.kernels.backward.catalogue import GRID_VARIANTS, tile_for_set, tile_for_pads
 
     for pad in (48, 80, 96):
         assert tile_for_pads(pad).dq_col_step == 8
@@ -246,11 +248,11 @@ def test_16_byte_dq_adds_need_16_column_warp_slices():
 
 def test_lean_refills_and_the_async_zero_fill_are_served_where_measured():
     """TileConfig.lean_refill (0, 1 or 2) where it measured faster: level 2 on every d32 and d64 set but d64's MHA
-    set (level 1: tiles._MHA_CHANGES), level 1 on every d48 set and on the d96 and d160 dq_gemm sets, level 2
+    set (level 1: catalogue._MHA_CHANGES), level 1 on every d48 set and on the d96 and d160 dq_gemm sets, level 2
     on the d192 dq_gemm set (_DQ_GEMM_CHANGES); the other sets refill as before. The cp.async zero-fill
     (async_zfill) is on by default, off at d80 (measured slower) and on the targets where it spills."""
-    from frost.kernels.compile import KernelKey
-    from frost.kernels.tiles import _TABLE, HEAD_DIM_PADS, tile_for_pads, tile_for_set
+    from frost.kernels.backward.compile import KernelKey
+    from frost.kernels.backward.catalogue import _TABLE, HEAD_DIM_PADS, tile_for_pads, tile_for_set
 
     for level in (-1, 3):
         with pytest.raises(AssertionError, match="lean_refill"):

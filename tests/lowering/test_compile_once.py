@@ -7,7 +7,7 @@ import torch
 
 import frost.compile_api as api
 from frost.ir import sdpa_backward_graph
-from frost.kernels.api import choose_config, workspace_regions
+from frost.kernels.backward.api import choose_config, workspace_regions
 from frost.lowering import ALIGN, FakeCompiler, cache_stats, use_compiler
 
 PAIRS = [(b, s) for b in (1, 2, 3, 4) for s in (1, 77, 128, 1000, 4097)]
@@ -89,9 +89,9 @@ def test_ordered_dq_problems_get_the_ordered_kernel_set(fake):
 
 
 def test_mha_problems_get_the_mha_kernel_set_where_one_exists(fake):
-    """Problems without GQA run on a set compiled with compile.MHA_PTXAS where it has one (d64's atomic set, its
-    tile with tiles._MHA_CHANGES), else on the set every group shares."""
-    from frost.kernels.compile import KernelKey, tile_key
+    """Problems without GQA run on a set compiled with catalogue.MHA_PTXAS where it has one (d64's atomic set, its
+    tile with catalogue._MHA_CHANGES), else on the set every group shares."""
+    from frost.kernels.backward.compile import KernelKey, tile_key
 
     def kernel_key(d, heads_kv, **kw):
         graph = sdpa_backward_graph(2, 4, 512, d, heads_kv=heads_kv, dtype="bfloat16", causal=True, **kw)

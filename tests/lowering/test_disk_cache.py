@@ -40,16 +40,39 @@ def test_key_includes_versions_arch_and_compiler(tmp_path):
     assert disk.load(key) == b"payload" and all(disk.load(k) is None for k in others)
 
 
-def test_source_digest_follows_the_kernel_sources(tmp_path):
-    """A kernel edited under the same version number gets new disk-cache entries (uncached digest per call)."""
+def test_source_digest_follows_the_kernel_code_not_its_comments(tmp_path):
+    """A kernel whose code changes under the same version number gets new disk-cache entries; one whose comments,
+    docstrings or formatting change keeps its entries (uncached digest per call). Modules in subfolders count."""
     digest = source_digest.__wrapped__
-    (tmp_path / "a.py").write_text("x = 1\n")
-    (tmp_path / "b.py").write_text("y = 2\n")
-    first = digest(tmp_path)
+    (tmp_path / "family").mkdir()
+    (tmp_path / "a.py").write_text('"""Module doc."""\nx = 1\n')
+    (tmp_path / "family" / "b.py").write_text("def f(y):\n    return y + 2\n")
+    first = digest(tmp_path, ())
     (tmp_path / "notes.txt").write_text("not code")
-    assert digest(tmp_path) == first
-    (tmp_path / "b.py").write_text("y = 3\n")
-    assert digest(tmp_path) != first
+    (tmp_path / "a.py").write_text('"""Another doc."""\n# a comment\n\nx = 1  # why\n')
+    (tmp_path / "family" / "b.py").write_text('def f(y):\n    """Adds two."""\n    return (y\n            + 2)\n')
+    assert digest(tmp_path, ()) == first
+    (tmp_path / "family" / "b.py").write_text("def f(y):\n    return y + 3\n")
+    assert digest(tmp_path, ()) != first
+    (tmp_path / "family" / "b.py").write_text("def f(y):\n    return y + 2\n")
+    assert digest(tmp_path, ()) == first
+    (tmp_path / "family" / "b.py").rename(tmp_path / "b.py")     # a moved module is another module
+    assert digest(tmp_path, ()) != first
+    (tmp_path / "b.py").rename(tmp_path / "family" / "b.py")
+    limits = tmp_path / "limits.py"
+    limits.write_text("PAD = 8\n")
+    with_limits = digest(tmp_path, (limits,))
+    assert with_limits != first
+    limits.write_text("PAD = 16\n")
+    assert digest(tmp_path, (limits,)) != with_limits
+
+
+def test_a_string_that_is_not_a_docstring_counts(tmp_path):
+    digest = source_digest.__wrapped__
+    (tmp_path / "a.py").write_text('x = 1\nNAME = "a"\n')
+    first = digest(tmp_path, ())
+    (tmp_path / "a.py").write_text('x = 1\nNAME = "b"\n')
+    assert digest(tmp_path, ()) != first
 
 
 def test_default_key_carries_the_code_version(tmp_path):

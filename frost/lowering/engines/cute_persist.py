@@ -15,7 +15,7 @@ import time
 
 log = logging.getLogger("frost")
 
-from frost.kernels.compile import FUNCS  # (no cutlass import: compile.py imports it lazily)
+from frost.kernels.backward.compile import FUNCS  # (no cutlass import: compile.py imports it lazily)
 
 
 def _prefix(name: str) -> str:
@@ -71,11 +71,11 @@ def _load(blob: bytes, name: str):
 
 def load_set(data: bytes, cfg):
     """A CompiledBackward for `cfg` whose kernels come from `export_set`'s bytes (no compilation)."""
-    from frost.kernels.api import CompiledBackward
-    from frost.kernels.compile import CompiledKernels
+    from frost.kernels.backward.api import CompiledBackward
+    from frost.kernels.backward.compile import CompiledKernels
 
     header, blobs = _split(data)
     loaded = [_load(blob, name) for blob, name in zip(blobs, FUNCS)]
-    kernels = CompiledKernels(cfg.kernel_key, *(fn for _, fn in loaded), header["main_smem_bytes"])
+    kernels = CompiledKernels(cfg.key, *(fn for _, fn in loaded), header["main_smem_bytes"])
     kernels.modules = [module for module, _ in loaded]  # keep the loaded code alive with the kernels
-    return CompiledBackward(cfg, kernels)
+    return CompiledBackward(cfg, kernels, selected=True)

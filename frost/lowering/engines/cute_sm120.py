@@ -1,7 +1,7 @@
 """The cute_sm120 engine adapter: picks the kernel config for the op's Facts, gets the compiled backward from the
 kernel cache (compiling through the compiler seam only on a miss), and launches it on caller-owned memory.
 
-cutlass is imported only by CuteCompiler.compile (frost.kernels.api's compile_backward), never at plan time."""
+cutlass is imported only by CuteCompiler.compile (frost.kernels.backward.api's compile_backward), never at plan time."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ ARCHS = {"sm_90": "sm_90a", "sm_120": "sm_120a", "sm_121": "sm_121a"}
 
 
 class CuteCompiler:
-    """The real compiler: frost.kernels.api.compile_backward; kernel sets persist through cute_persist."""
+    """The real compiler: frost.kernels.backward.api.compile_backward; kernel sets persist through cute_persist."""
 
     device_type = "cuda"
 
@@ -28,7 +28,7 @@ class CuteCompiler:
         self.name = f"cute-dsl-{package_version('nvidia-cutlass-dsl')}-tvmffi"
 
     def compile(self, unit: KernelUnit):
-        from frost.kernels import api
+        from frost.kernels.backward import api
 
         return api.compile_backward(unit.config)
 
@@ -47,26 +47,27 @@ register_default(ENGINE, CuteCompiler)
 
 def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
     """The main kernel's grid: a CTA per KV tile, per kv head (walking its GQA group), per batch (the launch may
-    order these axes differently: frost.kernels.ordering.block_order)."""
+    order these axes differently: frost.kernels.backward.ordering.block_order)."""
     return (-(-facts.seq_kv // cfg.tile.n_block), facts.heads_kv, facts.batch)
 
 
 def _config(op, facts: Facts, arch: str, problem):
-    """Causal and alignment live in the config, whether dQ is ordered (its own kernel set: deterministic mode
-    and narrow bands) and whether the set tuned for MHA serves it; band bounds, lengths and the sink are call-time
-    values. The config is the one of the set this problem runs on (KernelConfig.for_problem: a dq_gemm set's problem
-    whose dS workspace would pass dq_gemm.DQ_GEMM_MAX_BYTES runs on the ordered or atomic set), so the plan names,
-    compiles and persists the kernels it launches, not a twin that the launch would compile in-process."""
-    from frost.kernels import api
+    """The plan's config: causal and alignment, and the kernel set selection.select picks for the plan's problem
+    (its band, mode, GQA group and sizes: a dq_gemm set's problem whose dS workspace would pass
+    DQ_GEMM_MAX_BYTES runs on the ordered or atomic set). The plan names, compiles and persists that set, and the
+    launch runs it as given."""
+    from frost.kernels.backward import api
+    from frost.kernels.backward.selection import Sizes
 
+    p = problem
     return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, bool(op.causal), facts.alignment,
-                             arch, band_left=op.band_left, band_right=op.band_right,
-                             deterministic=facts.deterministic, gqa_group=facts.gqa_group).for_problem(problem)
+                             arch, band_left=op.band_left, band_right=op.band_right, deterministic=p.deterministic,
+                             sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv))
 
 
 def _problem(op, facts: Facts):
     """The plan's launch.Problem: its sizes, scale, band, mode and which optional inputs its calls pass."""
-    from frost.kernels.launch import Problem
+    from frost.kernels.backward.launch import Problem
 
     ins = op.inputs
     return Problem(facts.batch, facts.heads_q, facts.heads_kv, facts.seq_q, facts.seq_kv, facts.attn_scale,
@@ -81,7 +82,7 @@ class CuteSm120Engine:
     name = ENGINE
 
     def lower(self, graph, op, facts: Facts, target: str) -> Lowering:
-        from frost.kernels import api
+        from frost.kernels.backward import api
 
         arch = ARCHS[target]
         problem = _problem(op, facts)
@@ -111,7 +112,7 @@ def _launchers(kernel, op, facts: Facts, problem):
                 if name is not None}
     scratch = "sink" in optional and "dsink" not in optional
     padded = "seq_len_q" in optional or "seq_len_kv" in optional
-    from frost.kernels.api import check_length_values
+    from frost.kernels.backward.api import check_length_values
 
     launch = kernel.bind(problem)
 

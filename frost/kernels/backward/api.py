@@ -22,24 +22,14 @@ changes the compiled code, except that ordered dQ runs on a kernel set of its ow
 - ``dlse`` fp32 (B, Hq, Sq), any strides: the gradient on the forward's LSE output; delta becomes
   rowsum(dO o O) - dlse (valid rows only).
 - ``deterministic=True``: dQ contributions are added in KV-tile order (bitwise-reproducible dQ; dK, dV and
-  dsink are deterministic in every mode). Narrow bands (L + R up to launch.ORDERED_BAND for the head dim, e.g. a
-  128-token window) are ordered in the default mode too, where that measured faster (launch.orders_dq).
-  Ordered dQ runs on a kernel set of its own (KernelConfig.ordered, chosen by choose_config from the band and
-  the mode), and those narrow bands at the pads up to d128 on another (KernelConfig.narrow: the GQA walk with heads
-  outer, tiles._NARROW_CHANGES); a CompiledBackward called with a problem of another kind compiles that twin set
-  on first use.
-  Deterministic mode at d96/d128 outside those narrow bands runs instead on a set whose main kernel stores dS
-  and whose own GEMM kernel then sums dQ per query tile in KV-tile order (KernelConfig.dq_gemm, dq_gemm.py:
-  1.04-1.08x the default mode against the ordered adds' 1.12-1.15x), when the config was chosen for
-  deterministic mode (workspace_regions sizes its dS workspace) and that workspace is at most
-  dq_gemm.DQ_GEMM_MAX_BYTES; otherwise it orders the adds. At d160/d192/d256 (head dims 200-224 pad to 256)
-  both modes run that set (it is deterministic, and faster than their 64-key tiles' fp32 dQ adds: 0.82-0.83x
-  the time at d160, 0.86-0.92x at d192/d256), a problem too large for the workspace the atomic set (default
-  mode) or the relay.
+  dsink are deterministic in every mode).
 
-Problems without GQA (Hq == Hkv) run on a set compiled with other ptxas options where that measured faster for
-them only (compile.MHA_PTXAS: d64's atomic set; KernelConfig.mha, from choose_config's ``gqa_group``); the same
-code, so any set serves any problem, and a CompiledBackward fetches the one a problem should get on first use.
+Which kernel set runs a problem (atomic, ordered, narrow-band, dq_gemm, the MHA twin) is selection.select's
+decision, made once: choose_config makes it for what it is told (``sizes``, ``gqa_group``); a CompiledBackward
+called or bound with a problem of another kind selects that problem's set and compiles it on first use, except when
+its config was selected for the plan it serves (``with_config``, the engine's path), where bind trusts the key. A
+config whose key is a dq_gemm set has the dS workspace in its dq_accum region (workspace_regions), so its problems
+may take that set; other configs' problems never do.
 
 A call allocates nothing and never synchronizes (one call into the compiled host entry enqueues the three kernels
 on the stream, plus a dsink zero-fill when Sq = 0), so it can be captured in a CUDA graph. A call checks its
@@ -51,65 +41,37 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from frost.kernels import rowwise
-from frost.kernels.arch import arch_config
-from frost.kernels.compile import DTYPES, KernelKey, get_kernels, has_mha_set
+from frost import limits
 from frost.errors import TensorError
-from frost.kernels.dq_gemm import dq_gemm_fits, ds_workspace_bytes
-from frost.kernels.launch import (Launch, Problem, narrow_band_set, orders_dq, problem_mask, problem_orders_dq,
-                                  takes_dq_gemm, wants_dq_gemm)
-from frost.analyzer.capability import CUTE_SM120, max_seq_q
-from frost.analyzer.extract import SEQ_STRIDE_LIMIT
+from frost.kernels.backward import rowwise
+from frost.kernels.backward.compile import get_kernels
+from frost.kernels.backward.ds_workspace import dq_gemm_fits, ds_workspace_bytes
+from frost.kernels.backward.launch import Launch, Problem, problem_mask
+from frost.kernels.backward.preprocess import SEM_ROWS
+from frost.kernels.backward.selection import KernelKey, Sizes, select
+from frost.kernels.backward.tiles import TileConfig
 from frost.kernels.mask import MaskSpec
-from frost.kernels.preprocess import SEM_ROWS
-from frost.kernels.rowwise import seq_pad
-from frost.kernels.tiles import TileConfig, pad_head_dim, tile_for
 
 
 @dataclass(frozen=True)
 class KernelConfig:
+    """A problem's runtime values (logical head dims, causality, alignment) and the kernel set selected for it."""
     dtype: str                 # "float16" | "bfloat16"
     head_dim_qk: int           # logical (multiple of 8, <= 256)
     head_dim_v: int            # <= head_dim_qk
     causal: bool
     alignment: str             # "top_left" | "bottom_right" (anchors causal and band bounds)
     arch: str                  # "sm_120a" | "sm_121a" | "sm_90a"
-    head_dim_pad: int          # Q/K padded to this in shared memory (filled by choose_config)
-    tile: TileConfig           # main-kernel tile config (filled by choose_config; its dv_pad is V's width; the
-    #                            ordered set and some targets compile tiles.tile_for_target of it: kernel_key.tile)
-    ordered: bool = False      # dQ added in KV-tile order (launch.orders_dq; filled by choose_config)
-    mha: bool = False          # the set tuned for problems without GQA (compile.MHA_PTXAS; filled by choose_config)
-    # the set with dQ by a GEMM of its own over a stored dS (dq_gemm.py; filled by choose_config: launch.wants_dq_gemm;
-    # workspace_regions sizes the dS workspace for it where dq_gemm_fits)
-    dq_gemm: bool = False
-    # the ordered set for narrow bands (launch.narrow_band_set; filled by choose_config)
-    narrow: bool = False
+    key: KernelKey             # the kernel set (selection.select)
 
     @property
-    def kernel_key(self) -> KernelKey:
-        return KernelKey(self.dtype, self.head_dim_pad, self.arch, self.tile.head_dim_v_pad, self.ordered, self.mha,
-                         self.dq_gemm, self.narrow)
+    def head_dim_pad(self) -> int:
+        return self.key.head_dim_pad
 
-    def with_set(self, ordered: bool, without_gqa: bool, dq_gemm: bool = False,
-                 narrow_band: bool = False) -> "KernelConfig":
-        """This config on the kernel set of that dQ order (ordered relay, atomic adds, or ``dq_gemm``), on its
-        MHA twin where problems without GQA have one (compile.has_mha_set), and, ordered, on the narrow-band set
-        where ``narrow_band`` (launch.narrow_band_set: a narrow band at a pad that has that set); the runtime values
-        stay."""
-        mha = without_gqa and not dq_gemm and has_mha_set(self.head_dim_pad, self.tile.head_dim_v_pad, ordered)
-        narrow = ordered and narrow_band
-        if (ordered, mha, dq_gemm, narrow) == (self.ordered, self.mha, self.dq_gemm, self.narrow):
-            return self
-        return replace(self, ordered=ordered, mha=mha, dq_gemm=dq_gemm, narrow=narrow)
-
-    def for_problem(self, p: Problem) -> "KernelConfig":
-        """This config on the kernel set the problem gets (with_set): a dq_gemm config keeps the deterministic
-        problems whose workspace it sized (takes_dq_gemm), the others go to the relay (narrow bands to its
-        narrow-band set) or the atomic set."""
-        ordered = problem_orders_dq(self, p)
-        gemm = self.dq_gemm and takes_dq_gemm(self, p)
-        return self.with_set(ordered and not gemm, p.heads == p.heads_kv, gemm,
-                             narrow_band_set(self.tile, problem_mask(self, p)))
+    @property
+    def tile(self) -> TileConfig:
+        """The pad pair's table tile (its n_block is every set's at that pad)."""
+        return self.key.table_tile
 
     @property
     def mask(self) -> MaskSpec:
@@ -117,27 +79,20 @@ class KernelConfig:
 
 
 def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, alignment: str, arch: str, *,
-                  band_left: int | None = None, band_right: int | None = None,
-                  deterministic: bool = False, gqa_group: int | None = None) -> KernelConfig:
-    """The config of a problem. The band and the mode pick whether dQ is ordered (its own kernel set), the GQA
-    group (Hq / Hkv; None: not known yet) whether the set tuned for MHA serves it; a CompiledBackward still serves
-    the other kinds of problem, through its twin sets."""
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype {dtype!r} not in {DTYPES}")
-    arch_config(arch)
-    tile = tile_for(head_dim_qk, head_dim_v)
+                  band_left: int | None = None, band_right: int | None = None, deterministic: bool = False,
+                  gqa_group: int | None = None, sizes: Sizes | None = None) -> KernelConfig:
+    """The config of a problem, its kernel set chosen by selection.select from the band, the mode and ``sizes``
+    (None: not known yet; then ``gqa_group``, Hq / Hkv or None, says whether it has GQA)."""
     mask = MaskSpec(bool(causal), alignment, band_left, band_right)
-    ordered = orders_dq(tile, mask, deterministic)
-    gemm = wants_dq_gemm(tile, mask, deterministic)
-    cfg = KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch, pad_head_dim(head_dim_qk), tile)
-    return cfg.with_set(ordered and not gemm, gqa_group == 1, gemm, narrow_band_set(tile, mask))
+    key = select(dtype, arch, head_dim_qk, head_dim_v, mask, deterministic, sizes=sizes, gqa_group=gqa_group)
+    return KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch, key)
 
 
 def compile_key(cfg: KernelConfig) -> str:
     """Stable string of what the generated code depends on. Configs that differ only in runtime values
     (logical head dims padding alike, causal or not, alignment; and per call: GQA group, lengths, band, sink)
     share a key and one compiled kernel set; ordered dQ (deterministic mode, narrow bands) has a set of its own."""
-    return cfg.kernel_key.as_str()
+    return cfg.key.as_str()
 
 
 def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, seq_kv: int,
@@ -146,13 +101,13 @@ def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, s
     (rows padded to a multiple of 128), the deterministic-mode dQ-order semaphores (one int32 per 16 rows) and the
     dsink partials (one fp32 per 128 rows). Each region must start 16-byte aligned. No region depends on heads_kv
     (GQA sums dK/dV in registers) or on the features used, so one workspace serves every call of a shape; a
-    dq_gemm config's dq_accum region holds the dS workspace instead (dq_gemm.ds_workspace_bytes: B x Hq x Skv x Sq
-    x 2 bytes) where that fits dq_gemm.DQ_GEMM_MAX_BYTES (the problems that do not fit run on the ordered or atomic
+    dq_gemm config's dq_accum region holds the dS workspace instead (ds_workspace.ds_workspace_bytes: B x Hq x Skv x Sq
+    x 2 bytes) where that fits ds_workspace.DQ_GEMM_MAX_BYTES (the problems that do not fit run on the ordered or atomic
     set, which need the plain region)."""
     del heads_kv
-    rows = batch * heads_q * seq_pad(seq_q)
+    rows = batch * heads_q * rowwise.seq_pad(seq_q)
     acc = rows * cfg.head_dim_pad * 4
-    if cfg.dq_gemm and dq_gemm_fits(batch, heads_q, seq_q, seq_kv):  # the region holds dS instead
+    if cfg.key.dq_gemm and dq_gemm_fits(batch, heads_q, seq_q, seq_kv):  # the region holds dS instead
         acc = max(acc, ds_workspace_bytes(batch, heads_q, seq_q, seq_kv))
     return [("dq_accum", acc), ("lse_log2", rows * 4), ("delta", rows * 4),
             ("dq_sem", round_up16(rows // SEM_ROWS * 4)),
@@ -164,7 +119,7 @@ def round_up16(n: int) -> int:
     return -(-n // 16) * 16
 
 
-MAX_SEQ_STRIDE = SEQ_STRIDE_LIMIT  # elements: a query tile's rows (up to 128) are addressed with 32-bit offsets
+MAX_SEQ_STRIDE = limits.SEQ_STRIDE_LIMIT  # elements: a query tile's rows (up to 128) are addressed in 32 bits
 MAX_BOUND_LAUNCHES = 32  # problems (sizes, scale, band, features) a CompiledBackward keeps a bound Launch for
 
 
@@ -174,23 +129,22 @@ def compile_backward(cfg: KernelConfig) -> "CompiledBackward":
 
 
 class CompiledBackward:
-    def __init__(self, cfg: KernelConfig, kernels=None):
-        """``kernels``: an already compiled or loaded set for ``cfg.kernel_key`` (disk cache, tuning runs);
-        by default the in-process cache compiles or returns it."""
+    def __init__(self, cfg: KernelConfig, kernels=None, selected: bool = False):
+        """``kernels``: an already compiled or loaded set for ``cfg.key`` (disk cache, tuning runs); by default the
+        in-process cache compiles or returns it. ``selected``: cfg.key was selected for every problem this object
+        will bind (a plan's), so bind launches it as given."""
         self.cfg = cfg
-        self.kernels = get_kernels(cfg.kernel_key) if kernels is None else kernels
+        self.selected = selected
+        self.kernels = get_kernels(cfg.key) if kernels is None else kernels
         self._launches: dict[Problem, Launch] = {}   # __call__'s bound launches, so repeated calls replay graphs
-        # (ordered, mha, dq_gemm, narrow) -> the set of problems of another kind (KernelConfig.for_problem)
-        self._twins: dict = {}
+        self._twins: dict[KernelKey, CompiledBackward] = {}   # the sets of problems of another kind
 
     def with_config(self, cfg: KernelConfig) -> "CompiledBackward":
-        """The same compiled kernels launched with another config's runtime values (mask kind, logical head
-        dims); the configs must share a compile key."""
-        if cfg == self.cfg:
-            return self
-        if compile_key(cfg) != compile_key(self.cfg):
+        """The same compiled kernels launched with the runtime values (mask kind, logical head dims) of a config
+        selected for a plan's problem (its key is this set's); bind trusts that key."""
+        if cfg.key != self.cfg.key:
             raise ValueError(f"config {compile_key(cfg)} does not share the compile key {compile_key(self.cfg)}")
-        return CompiledBackward(cfg, self.kernels)
+        return CompiledBackward(cfg, self.kernels, selected=True)
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, *, scale: float, workspace: dict, stream=None,
                  seq_len_q=None, seq_len_kv=None, band_left: int | None = None, band_right: int | None = None,
@@ -215,20 +169,27 @@ class CompiledBackward:
         p = problem
         if p.heads_kv == 0 and p.heads or p.heads_kv and p.heads % p.heads_kv:
             raise TensorError("k.shape[1]", p.heads_kv, f"a divisor of the query heads {p.heads} (GQA/MQA)")
-        limit_q = max_seq_q(CUTE_SM120, self.cfg.head_dim_qk)
+        limit_q = limits.max_seq_q(self.cfg.head_dim_qk)
         if p.seq_q > limit_q:
             raise TensorError("q.shape[2] (seq_q)", p.seq_q, f"at most {limit_q} at head dim {self.cfg.head_dim_qk} "
                               "(32-bit offsets into one head's fp32 dQ accumulator)")
-        if p.seq_kv > CUTE_SM120.max_seq:
-            raise TensorError("k.shape[2] (seq_kv)", p.seq_kv, f"at most {CUTE_SM120.max_seq}")
-        cfg = self.cfg.for_problem(p)
-        if cfg is not self.cfg:
-            kind = (cfg.ordered, cfg.mha, cfg.dq_gemm, cfg.narrow)
-            twin = self._twins.get(kind)
-            if twin is None:
-                twin = self._twins[kind] = CompiledBackward(cfg)
-            return twin.bind(p)
-        return Launch(self.kernels, cfg, p)
+        if p.seq_kv > limits.MAX_SEQ:
+            raise TensorError("k.shape[2] (seq_kv)", p.seq_kv, f"at most {limits.MAX_SEQ}")
+        chosen = self if self.selected else self._set_for(p)
+        return Launch(chosen.kernels, chosen.cfg, p)
+
+    def _set_for(self, p: Problem) -> "CompiledBackward":
+        """This set or the twin that selection.select picks for the problem (a dq_gemm set only where this config's
+        workspace holds the dS region)."""
+        c = self.cfg
+        key = select(c.dtype, c.arch, c.head_dim_qk, c.head_dim_v, problem_mask(c, p), p.deterministic,
+                     sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv), ds_workspace=c.key.dq_gemm)
+        if key == c.key:
+            return self
+        twin = self._twins.get(key)
+        if twin is None:
+            twin = self._twins[key] = CompiledBackward(replace(c, key=key))
+        return twin
 
     def _check(self, q, k, v, o, do, lse, dq, dk, dv, workspace):
         import torch

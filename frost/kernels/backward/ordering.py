@@ -18,9 +18,8 @@ from frost.kernels.mask import FLAG_KV_SLOWEST, FLAG_ORDERED_DQ, FLAG_Q_TILES_DO
 # running at once share a head's Q, dO and dQ accumulator in L2 (unmasked d128 on the H200: DRAM 41 % busy with
 # heads outermost), except with ordered dQ and no left bound: there a head's KV tiles, dealt out together, start
 # their walks at the same query tile and queue behind each other's releases at every tile, so the grid is
-# (kv heads, batch, KV tiles) too and a wave holds a few KV tiles of every head (MHA B2 H16 S4096 non-causal,
-# deterministic / default mode on the H200, nineteenth session: d64 1.25x -> 1.13x, d96 1.26x -> 1.15x, d128
-# 1.25x -> 1.14x). Both orders deal a head's KV tiles out in ascending order, which ordered dQ relies on.
+# (kv heads, batch, KV tiles) too and a wave holds a few KV tiles of every head. Both orders deal a head's KV tiles
+# out in ascending order, which ordered dQ relies on.
 MAX_GRID_YZ = 65535
 
 
@@ -54,14 +53,9 @@ def kv_tile_of_block(flags: Int32):
 
 # The dQ GEMM (dq_gemm.py) walks, for each query tile, the KV tiles that visited it: on a causal-like walk the high
 # query tiles have the long walks. Its grid was (query tiles, heads, batch), so the last head's longest walks were
-# among the last CTAs dealt out and ran on alone (MHA B2 H16 S4096 causal on the H200: ~1024 CTAs, the longest 128
-# chunks, the average 66). There the grid is (heads, batch, query tiles), dealt out from the last query tile down
-# (longest job first). The dQ GEMM kernel alone, ms, before -> after (H200 bf16, twenty-fourth session): d96 0.219 ->
-# 0.184, d128 0.264 -> 0.239, d160 0.346 -> 0.307, d192 0.424 -> 0.359, d256 0.617 -> 0.580 (docs/performance.md).
-# Elsewhere it keeps (query tiles, heads, batch) ascending (bands: walks of equal length). On unmasked walks the
-# other grids measured no better: heads outermost with the tiles ascending d96 +2 %, d128 +5 %, d192 -2 %, d256 0;
-# descending d96 +3 %, d128 +1 %, d192 and d256 +10 % (perhaps what L2 still holds of the main kernel's last dS
-# stores; not profiled).
+# among the last CTAs dealt out and would run on alone. There the grid is (heads, batch, query tiles), dealt out
+# from the last query tile down (longest job first). Elsewhere it keeps (query tiles, heads, batch) ascending
+# (bands, unmasked walks: walks of equal length).
 @cute.jit
 def dq_gemm_block_order(n_tiles: Int32, heads: Int32, batch: Int32, band_left: Int32, band_right: Int32,
                         flags: Int32):
@@ -83,7 +77,7 @@ def q_tile_of_block(block, grid_z: Int32, flags: Int32):
     return tile, head, batch
 
 
-# Ordered dQ (FLAG_ORDERED_DQ: deterministic mode, and the default mode on narrow bands, launch.orders_dq): the KV
+# Ordered dQ (FLAG_ORDERED_DQ: deterministic mode, and the default mode on narrow bands, selection.orders_dq): the KV
 # tiles visiting a query tile add their dQ in a fixed order, lowest KV tile first. One semaphore per (batch, query
 # head, 16 query rows) counts the visitors done with the tile; the visitor of rank r (r = n_block -
 # AttentionMask.first_n_block) waits until the count reaches r (no later rank can add before that) and adds. On a
@@ -100,16 +94,15 @@ def q_tile_of_block(block, grid_z: Int32, flags: Int32):
 # no fresh loads outstanding its fence rarely waits. Measured on gpt-oss causal (H200): one release per warp cost 18 %
 # over the default mode, its fence alone 8 %; this layout 8-9 %, of which the waits ~5 % (~4 % the acquire load's
 # latency, ~1.5 % real waiting). An acquire load issued early to hide that latency was slower (its L1 invalidate
-# stalls the warp where it is issued), so the acquire is split in two (twelfth session): a relaxed load of the
-# semaphore issued before the dQ GEMM (dq_order_peek: no invalidate, nothing stalls) and, where it already shows
-# the rank's turn, a fence.acquire alone at the wait (CCTL.IVALL; else the ld.acquire spin): gpt-oss causal
-# deterministic 2.816 -> 2.759 ms (-2.0 %), GQA d128 -0.4 %, H200. That runs on the kernel set compiled for
-# ordered dQ (compile.KernelKey.ordered); the atomic set keeps its code byte for byte (the peek cost its default
+# stalls the warp where it is issued), so the acquire is split in two: a relaxed load of the semaphore issued
+# before the dQ GEMM (dq_order_peek: no invalidate, nothing stalls) and, where it already shows the rank's turn, a
+# fence.acquire alone at the wait (CCTL.IVALL; else the ld.acquire spin). That runs on the kernel set compiled for
+# ordered dQ (selection.KernelKey.ordered); the atomic set keeps its code byte for byte (the peek cost its default
 # mode ~1 % when both shared one kernel, and dropping the ordered path from the atomic kernel makes ptxas spill
 # d64: 64-104 bytes of stack). The release comes before the step's own wait, so no release waits on anything.
 # The lagged steps release a step two trips later (bwd_main_lag: after the top barrier); bwd_main_pipe, which has
 # no barrier, puts every thread's adds before the release through an mbarrier, releases after the trip's GEMMs,
-# and lets the warps take turns releasing (deterministic d128 1.22x -> 1.12x the default mode, nineteenth session).
+# and lets the warps take turns releasing.
 # No deadlock: a CTA only waits on lower KV tiles of its own (batch, kv head), and block_order deals those out
 # before it, so they are running or done. Short waits: every KV tile walks from the last query tile downwards, a
 # tile at a time with all heads of the group inner, so the visitors of a query tile reach it in lockstep (a KV

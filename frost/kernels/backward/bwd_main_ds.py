@@ -14,11 +14,11 @@ import cutlass
 import cutlass.cute as cute
 
 from frost.kernels import cute_utils as cu
-from frost.kernels.bwd_main import BwdMainKernel
-from frost.kernels.bwd_main_grid import BwdMainGridKernel
-from frost.kernels.bwd_main_pipe import BwdMainPipeKernel
-from frost.kernels.dq_gemm import MAIN_KN, QM, ds_workspace
-from frost.kernels.ordering import kv_tile_of_block
+from frost.kernels.backward.bwd_main import BwdMainKernel
+from frost.kernels.backward.bwd_main_grid import BwdMainGridKernel
+from frost.kernels.backward.bwd_main_pipe import BwdMainPipeKernel
+from frost.kernels.backward.dq_gemm import MAIN_KN, QM, ds_workspace
+from frost.kernels.backward.ordering import kv_tile_of_block
 
 
 def _workspace(kernel, a, keys_major: bool):
@@ -96,8 +96,8 @@ class BwdMainDsKernel(_StoresDs, BwdMainPipeKernel):
 
 class BwdMainRowsDsKernel(_StoresDs, BwdMainKernel):
     """bwd_main's two-barrier step storing dS^T (key-major workspace; d160: 64-key tiles, whose dQ adds in
-    32-column chunks are twice as many per score as a 128-key tile's). Two-pass tiles store in the dK pass (none
-    is served since the 224 pad went, twenty-third session)."""
+    32-column chunks are twice as many per score as a 128-key tile's). Two-pass tiles store in the dK pass (no
+    served set has one)."""
 
     _BASE = BwdMainKernel
     _KEYS_MAJOR = True

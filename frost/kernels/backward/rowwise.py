@@ -6,9 +6,11 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
+from frost import limits
+
 NUM_THREADS = 128
 ROWS_PER_CTA = 128
-SEQ_PAD = 128  # workspace rows are padded to this multiple (the main kernel's query tiles divide it)
+SEQ_PAD = limits.SEQ_PAD  # workspace rows are padded to this multiple (the main kernel's query tiles divide it)
 CHUNK = 8      # 16-bit elements per 16-byte access
 
 

@@ -7,17 +7,13 @@ buffers, so the top barrier of step i + 1 is all it needs, and with dO double-bu
 mid-step. The room comes from V: each warp holds its V rows (dP^T's A operand) in registers for the walk, and
 V's shared memory then holds dO's two stages and the two dS^T buffers (at d128: 2 x 8 KB + 2 x 8 KB in V's
 32 KB). K stays in shared memory (S^T's A operand and dQ's B operand). The first dO lands after V has moved to
-registers (one more barrier per walk). On the H200 (B4 H16 S4096 bf16, same process, sixteenth session) the
-backward is 4 % faster than on bwd_main's step at d128, 8-9 % at d96 and 10 % at d80, with bitwise-equal dK and dV.
+registers (one more barrier per walk). dK and dV are bitwise equal to bwd_main's.
 
 The ordered set (deterministic mode, narrow bands) takes the same step at d80: the lagged adds of step i follow
 its semaphores' order like bwd_main's (dQ is bitwise equal to bwd_main's ordered set), and step i's release is
 issued after the top barrier of trip i + 2 (where every warp's adds of step i are behind the barrier), before that
-trip's own wait, so no CTA waits while it holds a release. Deterministic mode, MHA B2 H16 S4096 causal on the H200
-(seventeenth session): 1.100x -> 1.028x the default mode at d80, 1.165x -> 1.131x at d96; a 128-token window with
-a sink measured 1-2 % slower than on bwd_main's step. TileConfig.release_late moves the release after trip i + 2's
-GEMMs; on this barrier step that measured much slower (deterministic d80 1.04x -> 1.19x, d96 1.18x -> 1.36x the
-default mode, nineteenth session), on bwd_main_pipe faster (see there), where d96's and d128's ordered sets run.
+trip's own wait, so no CTA waits while it holds a release. TileConfig.release_late (the release after trip
+i + 2's GEMMs) is bwd_main_pipe's: on this barrier step it is slower.
 
 The trip's synchronisation points are hooks (_trip_sync, _before_loads, ...): one CTA barrier here, per-stage
 mbarriers in bwd_main_pipe. Everything else (walk order, masks, padding, loads, the epilogue) is bwd_main's."""
@@ -28,8 +24,8 @@ import cutlass
 import cutlass.cute as cute
 
 from frost.kernels import cute_utils as cu
-from frost.kernels.bwd_main import BwdMainKernel, smem_storage
-from frost.kernels.ordering import dq_order_release
+from frost.kernels.backward.bwd_main import BwdMainKernel, smem_storage
+from frost.kernels.backward.ordering import dq_order_release
 
 
 class BwdMainLagKernel(BwdMainKernel):

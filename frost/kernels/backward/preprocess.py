@@ -21,7 +21,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels import cute_utils as cu
-from frost.kernels import rowwise as rw
+from frost.kernels.backward import rowwise as rw
 from frost.kernels.mask import FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length, make_mask
 
 LOG2_E = math.log2(math.e)

@@ -3,8 +3,8 @@ processes, their result lines, the comparison of their gradients, the summary ta
 runs it on the GPU machine.
 
 Why processes: a variant compiled into the process that also runs the served kernels shares its allocator, caches
-and the GPU's recent clock history; the sessions that tuned the kernels found one process per variant, alternating,
-the way to see 1 % differences (docs/performance.md). Rounds alternate direction (A B C, then C B A), so a drift over
+and the GPU's recent clock history; one process per variant, alternating, shows 1 % differences
+(docs/performance.md). Rounds alternate direction (A B C, then C B A), so a drift over
 the run (clocks, heat) does not favour the variant that always runs first."""
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ SET_KINDS = ("atomic", "ordered", "narrow", "mha", "dq_gemm")
 
 
 def set_kind(key) -> str:
-    """The kind of kernel set a frost.kernels.compile.KernelKey names (what a Candidate changes)."""
+    """The kind of kernel set a frost.kernels.backward.selection.KernelKey names (what a Candidate changes)."""
     return ("narrow" if key.narrow else "ordered" if key.ordered else "mha" if key.mha
             else "dq_gemm" if key.dq_gemm else "atomic")
 
 
 def kernel_key(pad: int, kind: str, arch: str, dtype: str):
     """The KernelKey of the ``kind`` set at Q/K pad ``pad`` (V padded alike)."""
-    from frost.kernels.compile import KernelKey
+    from frost.kernels.backward.selection import KernelKey
 
     return KernelKey(dtype, pad, arch, 0, kind in ("ordered", "narrow"), mha=kind == "mha", dq_gemm=kind == "dq_gemm",
                      narrow=kind == "narrow")
@@ -49,7 +49,7 @@ class Candidate:
     checked: str = ""
 
     def __post_init__(self):
-        from frost.kernels.tiles import TileConfig
+        from frost.kernels.backward.catalogue import TileConfig
 
         if not self.kinds or any(k not in SET_KINDS for k in self.kinds):
             raise ValueError(f"Candidate.kinds {self.kinds}: one or more of {SET_KINDS}")

@@ -30,7 +30,7 @@ from cutlass import Float32
 from cutlass.cute.nvgpu import warp
 
 from frost.kernels import cute_utils as cu
-from frost.kernels.bwd_main import BwdMainKernel, scores_to_probs, smem_storage, softmax_grad
+from frost.kernels.backward.bwd_main import BwdMainKernel, scores_to_probs, smem_storage, softmax_grad
 
 
 class BwdMainGridKernel(BwdMainKernel):

@@ -11,7 +11,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
-from frost.kernels import rowwise as rw
+from frost.kernels.backward import rowwise as rw
 from frost.kernels.mask import FLAG_SINK
 
 

@@ -45,19 +45,21 @@ import cuda.bindings.driver as cuda
 import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
-from cutlass.cute.nvgpu import cpasync, warp
+from cutlass.cute.nvgpu import warp
 
 from frost.kernels import cute_utils as cu
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
-from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
-from frost.kernels.ordering import block_order, dq_order_peek, dq_order_release, dq_order_wait, kv_tile_of_block
-from frost.kernels.preprocess import SEM_ROWS
-from frost.kernels.tiles import TileConfig
+from frost.kernels.mask import FLAG_ORDERED_DQ
+from frost.kernels.backward.ordering import block_order, dq_order_peek, dq_order_wait
+from frost.kernels.backward.preprocess import SEM_ROWS
+from frost.kernels.backward.tiles import TileConfig
+from frost.kernels.backward.bwd_main_dq import MainDq
+from frost.kernels.backward.bwd_main_setup import MainSetup
 
 
-class BwdMainKernel:
+class BwdMainKernel(MainSetup, MainDq):
     def __init__(self, dtype, tile: TileConfig, arch: ArchConfig, ordered: bool = False):
-        """``ordered`` (compile.KernelKey.ordered): compiled for ordered dQ only, reading each query tile's
+        """``ordered`` (selection.KernelKey.ordered): compiled for ordered dQ only, reading each query tile's
         semaphore early (dq_order_peek). Else FLAG_ORDERED_DQ decides at run time: the Launch never sends this
         kernel an ordered problem, but it keeps that path (without it ptxas spills d64; see dq_order_wait)."""
         tile.check()
@@ -226,242 +228,6 @@ class BwdMainKernel:
                     self._walk_step(ld, mm, mask, acc, walk, m_i * walk.group + h_i, walk.head0 + h_i,
                                     walk.m_first - m_i, scale_log2, do_dv, do_dk)
 
-    # ------------------------------------------------------------------------------------------------ setup helpers
-    @cute.jit
-    def _setup(self, a, s, tidx):
-        """This CTA's batch lengths, mask, KV-side tiles, loaders and walk: the query tiles [m_begin, m_end) from
-        the last down, each for every query head of the GQA group in head order (dK/dV sum over the group in
-        registers, in a fixed order; see dq_order_wait for why the walk runs downwards)."""
-        ordered = True if self.ordered else self._ordered_at_run_time(a.flags)
-        n_block, head_kv, batch = kv_tile_of_block(a.flags)
-        seqlen_q = batch_length(a.SeqQ, a.flags, FLAG_SEQ_Q, batch, a.Q.shape[2])
-        seqlen_kv = batch_length(a.SeqKV, a.flags, FLAG_SEQ_KV, batch, a.K.shape[2])
-        mask = make_mask(seqlen_q, seqlen_kv, a.band_left, a.band_right, a.flags)
-        g = self._gmem_views(a.Q, a.K, a.V, a.dK, a.dV, batch, head_kv, n_block)
-        q_side = SimpleNamespace(Q=a.Q, dO=a.dO, LSE2=a.LSE2, Delta=a.Delta, dQacc=a.dQacc, dQ=a.dQ, Sem=a.Sem,
-                                 batch=batch, dq_scale=a.scale)
-        ld = self._loaders(g, s, q_side, tidx, a.Q.shape[3], a.V.shape[3], seqlen_q)
-        m_begin, m_end = mask.m_block_range(n_block, self.N, self.M)
-        n_m = cutlass.max(m_end - m_begin, 0)
-        walk = SimpleNamespace(m_first=m_end - 1, m_last=m_begin, n_m=n_m, n_iter=n_m * a.group,
-                               head0=head_kv * a.group, group=a.group, n_block=n_block, ordered=ordered)
-        return mask, g, ld, walk
-
-    @cute.jit
-    def _ordered_at_run_time(self, flags):
-        """Whether an atomic set's problem orders dQ (never: the Launch sends ordered problems to the ordered set;
-        the path stays compiled, see __init__)."""
-        return (flags & FLAG_ORDERED_DQ) != 0
-
-    @cute.jit
-    def _gmem_views(self, mQ, mK, mV, mdK, mdV, batch, head_kv, n_block):
-        """The CTA's fixed KV-side tiles; the query side is sliced per (head, tile) by the loaders. V-side tiles
-        are DV wide (the same objects as the K side's coordinates when DV == D)."""
-        N, M, D, DV = self.N, self.M, self.D, self.DV
-        k_bh, v_bh = mK[batch, head_kv, None, None], mV[batch, head_kv, None, None]
-        q_shape = mQ[batch, 0, None, None].shape
-        g = SimpleNamespace(
-            cQ=cute.local_tile(cute.make_identity_tensor(q_shape), (M, D), (None, 0)),
-            gK=cute.local_tile(k_bh, (N, D), (n_block, 0)),
-            cK=cute.local_tile(cute.make_identity_tensor(k_bh.shape), (N, D), (n_block, 0)),
-            gV=cute.local_tile(v_bh, (N, DV), (n_block, 0)),
-            cV=cute.local_tile(cute.make_identity_tensor(v_bh.shape), (N, DV), (n_block, 0)),
-            gdK=cute.local_tile(mdK[batch, head_kv, None, None], (N, D), (n_block, 0)),
-            gdV=cute.local_tile(mdV[batch, head_kv, None, None], (N, DV), (n_block, 0)),
-            cdKV=cute.local_tile(cute.make_identity_tensor(k_bh.shape), (N, D), (n_block, 0)))
-        g.cdV, g.cdO = g.cdKV, g.cQ
-        if cutlass.const_expr(DV != D):
-            g.cdV = cute.local_tile(cute.make_identity_tensor(v_bh.shape), (N, DV), (n_block, 0))
-            g.cdO = cute.local_tile(cute.make_identity_tensor(q_shape), (M, DV), (None, 0))
-        return g
-
-    @cute.jit
-    def _smem_tensors(self, smem: cutlass.Constexpr, storage_cls: cutlass.Constexpr):
-        st = cutlass.memory.SmemAllocator().allocate(storage_cls)
-        sdSt = st.sdSt.get_tensor(smem.dSt)
-        # LSE/delta broadcast along the key rows of S^T: (N, M, stages) with stride 0 on the keys
-        s = self._q_side_smem(st, smem, cute.make_layout((self.N, self.M, self.tile.q_stages),
-                                                         stride=(0, 1, self.M)))
-        s.V, s.dSt, s.dS = st.sV.get_tensor(smem.V), sdSt, cu.transpose_view(sdSt, self.N, self.M)
-        return s
-
-    def _q_side_smem(self, st, smem, vec_b, sdO=None):
-        """The tensors every main kernel shares: K, Q, dO (and their transposed views), LSE * log2(e) and delta
-        (plain and broadcast through ``vec_b`` onto the score tile). ``sdO``: dO's tensor where it is not the
-        storage's own sdO field (bwd_main_lag)."""
-        t, N, M, D = self.tile, self.N, self.M, self.D
-        sQ, sK = st.sQ.get_tensor(smem.Q), st.sK.get_tensor(smem.K)
-        sdO = st.sdO.get_tensor(smem.dO) if sdO is None else sdO
-        return SimpleNamespace(
-            Q=sQ, dO=sdO, K=sK,
-            LSE2=st.sLSE2.get_tensor(cute.make_layout((M, t.q_stages))),
-            Delta=st.sDelta.get_tensor(cute.make_layout((M, t.q_stages))),
-            LSE2_b=st.sLSE2.get_tensor(vec_b), Delta_b=st.sDelta.get_tensor(vec_b),
-            Qt=cu.transpose_view(sQ, M, D, t.q_stages), dOt=cu.transpose_view(sdO, M, self.DV, t.do_stages),
-            Kt=cu.transpose_view(sK, N, D))
-
-    @cute.jit
-    def _loaders(self, g, s, q_side, tidx, head_dim, head_dim_v, seqlen_q):
-        copies = {}   # one tiled copy (and thread slice) per distinct (threads, cols)
-        copy, thr = self._gmem_copy(copies, tidx, self.num_threads, self.D)        # K
-        copy_v, thr_v = self._gmem_copy(copies, tidx, self.num_threads, self.DV)   # V
-        copy_q, thr_q = self._gmem_copy(copies, tidx, self.q_threads, self.D)      # Q (M rows: maybe fewer threads)
-        copy_do, thr_do = self._gmem_copy(copies, tidx, self.do_threads, self.DV)  # dO
-        vec_atom = cute.make_copy_atom(cpasync.CopyG2SOp(), Float32, num_bits_per_copy=128)
-        vec_copy = cute.make_tiled_copy_tv(vec_atom, cute.make_layout(self.M // 4), cute.make_layout(4))
-        vthr = vec_copy.get_slice(tidx % (self.M // 4))
-        return SimpleNamespace(
-            copy=copy, copy_v=copy_v, copy_q=copy_q, thr_q=thr_q, copy_do=copy_do, thr_do=thr_do,
-            vec_copy=vec_copy, vthr=vthr, tidx=tidx,
-            head_dim=head_dim,
-            head_dim_v=head_dim_v, seqlen_q=seqlen_q, qQ=q_side.Q, qdO=q_side.dO, qLSE2=q_side.LSE2,
-            qDelta=q_side.Delta, qdQacc=q_side.dQacc, qdQ=q_side.dQ, dq_scale=q_side.dq_scale, qSem=q_side.Sem,
-            batch=q_side.batch,
-            **self._lean_bases(q_side),
-            tQsQ=thr_q.partition_D(s.Q), tQcQ=thr_q.partition_S(g.cQ), tdOsdO=thr_do.partition_D(s.dO),
-            tdOcdO=thr_do.partition_S(g.cdO),
-            tKgK=thr.partition_S(g.gK), tKsK=thr.partition_D(s.K), tKcK=thr.partition_S(g.cK),
-            tVgV=thr_v.partition_S(g.gV), tVsV=thr_v.partition_D(s.V), tVcV=thr_v.partition_S(g.cV),
-            tLsL=vthr.partition_D(s.LSE2), tDsD=vthr.partition_D(s.Delta))
-
-    def _lean_bases(self, q_side) -> dict:
-        """TileConfig.lean_refill: the batch's query-side tensors (H, S, ...) that _q_side_src and _load_q take
-        their tiles from (None at level 0); at level 2 each on a base pointer made here, once per pass, through an
-        asm move (so that it is held, in uniform registers, instead of rebuilt from the batch stride every step)."""
-        if not self.tile.lean_refill:
-            return dict(qQb=None, qdOb=None, qLSE2b=None, qDeltab=None)
-        b = q_side.batch
-
-        def based(t: cute.Tensor):
-            if cutlass.const_expr(self.tile.lean_refill < 2):
-                return t
-            base = cute.make_ptr(t.element_type, cu.opaque_i64(t.iterator.toint()), cute.AddressSpace.gmem,
-                                 assumed_align=16)
-            return cute.make_tensor(base, t.layout)
-
-        return dict(qQb=based(q_side.Q[b, None, None, None]), qdOb=based(q_side.dO[b, None, None, None]),
-                    qLSE2b=based(q_side.LSE2[b, None, None]), qDeltab=based(q_side.Delta[b, None, None]))
-
-    def _gmem_copy(self, copies: dict, tidx, threads: int, cols: int):
-        """(tiled copy, this thread's slice) of a (rows, cols) tile loaded by the first ``threads`` threads,
-        made once per (threads, cols) in ``copies``. Plain Python: it runs at trace time."""
-        if (threads, cols) not in copies:
-            c = cu.make_gmem_copy(self.dtype, threads, cols)
-            copies[threads, cols] = c, c.get_slice(tidx if threads == self.num_threads else tidx % threads)
-        return copies[threads, cols]
-
-    @cute.jit
-    def _mma_operands(self, mmas: cutlass.Constexpr, s, tidx):
-        kv, dq = mmas.kv, mmas.dq
-        ldsm = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=False, num_matrices=4), self.dtype)
-        ldsm_t = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=True, num_matrices=4), self.dtype)
-        thr_kv, thr_dq = kv.get_slice(tidx), dq.get_slice(tidx)
-        cA = cute.make_tiled_copy_A(ldsm, kv).get_slice(tidx)
-        cB = cute.make_tiled_copy_B(ldsm, kv).get_slice(tidx)
-        cBt = cute.make_tiled_copy_B(ldsm_t, kv).get_slice(tidx)
-        cAq = cute.make_tiled_copy_A(ldsm_t, dq).get_slice(tidx)
-        # K^T, 16 or 8 columns per warp and MMA step (tiles.dq_col_step): ldmatrix.x4 or .x2
-        ldsm_kt = cute.make_copy_atom(warp.LdMatrix8x8x16bOp(transpose=True, num_matrices=self.tile.dq_col_step // 4),
-                                      self.dtype)
-        cBq = cute.make_tiled_copy_B(ldsm_kt, dq).get_slice(tidx)
-        rK = thr_kv.make_fragment_A(thr_kv.partition_A(s.K))
-        rV = thr_kv.make_fragment_A(thr_kv.partition_A(s.V))
-        rQ = thr_kv.make_fragment_B(thr_kv.partition_B(s.Q[None, None, 0]))
-        rdO = thr_kv.make_fragment_B(thr_kv.partition_B(s.dO[None, None, 0]))
-        rQt = thr_kv.make_fragment_B(thr_kv.partition_B(s.Qt[None, None, 0]))
-        rdOt = thr_kv.make_fragment_B(thr_kv.partition_B(s.dOt[None, None, 0]))
-        rdS = thr_dq.make_fragment_A(thr_dq.partition_A(cu.first_stage(s.dS)))
-        kt_chunk = cute.local_tile(s.Kt, (self.tile.dq_chunk, self.N), (0, 0))
-        rKt = thr_dq.make_fragment_B(thr_dq.partition_B(kt_chunk))
-        cS = cute.make_identity_tensor((self.N, self.M))
-        dS_store = cute.make_tiled_copy_C(
-            cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=32), kv).get_slice(tidx)
-        return SimpleNamespace(
-            kv=kv, dq=dq, thr_kv=thr_kv, thr_acc=thr_kv, thr_dq=thr_dq, cA=cA, cB=cB, cBt=cBt, cAq=cAq, cBq=cBq,
-            **cu.ldsm_operands({"K": (cA, rK, s.K), "V": (cA, rV, s.V), "Q": (cB, rQ, s.Q), "dO": (cB, rdO, s.dO),
-                                "Qt": (cBt, rQt, s.Qt), "dOt": (cBt, rdOt, s.dOt), "dS": (cAq, rdS, s.dS)}),
-            rKt=rKt, rKt_v=cBq.retile(rKt), sKt=s.Kt,
-            dS_store=dS_store, sdSt_dst=dS_store.partition_D(s.dSt),
-            cS=thr_kv.partition_C(cS),
-            sLSE2=s.LSE2_b, sDelta=s.Delta_b)
-
-    def _make_acc(self, mm, do_dv, do_dk):
-        shape = mm.thr_acc.partition_shape_C((self.N, self.D))
-        acc = SimpleNamespace(dV=None, dK=None)
-        if do_dv:
-            acc.dV = cute.make_rmem_tensor(mm.thr_acc.partition_shape_C((self.N, self.DV)), Float32)
-            acc.dV.fill(0.0)
-        if do_dk:
-            acc.dK = cute.make_rmem_tensor(shape, Float32)
-            acc.dK.fill(0.0)
-        return acc
-
-    # ------------------------------------------------------------------------------------------------ loads
-    @cute.jit
-    def _q_tile(self, t: cute.Tensor, ld, head, m_block, cols: cutlass.Constexpr = 0):
-        """The (M, cols) tile ``m_block`` (cols: D by default) of query-side tensor ``t`` (B, H, S, D) for this
-        batch and ``head``."""
-        return cute.local_tile(t[ld.batch, head, None, None], (self.M, cols or self.D), (m_block, 0))
-
-    @cute.jit
-    def _load_q(self, ld, head, m_block, stage, with_delta: cutlass.Constexpr):
-        cu.load_tile_zfill_by(self.q_threads, self.num_threads, ld.tidx, ld.copy_q,
-                              self._q_side_src(ld, ld.thr_q, ld.qQ, ld.qQb, head, m_block, self.D),
-                              ld.tQsQ[None, None, None, stage], ld.tQcQ[None, None, None, m_block], ld.seqlen_q,
-                              ld.head_dim, self.tile.async_zfill)
-        # (no helper call taking ``ld`` inside the runtime branch: the tracer would thread all of ld through it)
-        vec_copy = ld.vec_copy
-        if cutlass.const_expr(self.tile.lean_refill):
-            vec_offset = self._step_offset(ld.qLSE2b, head, m_block)  # (LSE2 and Delta share their layout)
-            lse_src = ld.vthr.partition_S(self._step_tile(ld.qLSE2b, vec_offset))
-            delta_src = ld.vthr.partition_S(self._step_tile(ld.qDeltab, vec_offset))
-        else:
-            lse_src = ld.vthr.partition_S(self._row_vec(ld.qLSE2, ld, head, m_block))
-            delta_src = ld.vthr.partition_S(self._row_vec(ld.qDelta, ld, head, m_block))
-        lse_dst, delta_dst = ld.tLsL[None, None, stage], ld.tDsD[None, None, stage]
-        if ld.tidx < self.M // 4:
-            cute.copy(vec_copy, lse_src, lse_dst)
-            if cutlass.const_expr(with_delta):
-                cute.copy(vec_copy, delta_src, delta_dst)
-
-    def _q_side_src(self, ld, thr, t: cute.Tensor, t_batch, head, m_block, cols: int):
-        """This thread's partition (``thr``) of the (M, cols) tile ``m_block`` of ``head`` of query-side tensor
-        ``t`` (B, H, S, D), for a refill; with TileConfig.lean_refill through _step_tile, from ``t_batch``
-        (_lean_bases: the batch's (H, S, D) view of ``t``)."""
-        if self.tile.lean_refill:
-            return thr.partition_S(self._step_tile(t_batch, self._step_offset(t_batch, head, m_block), cols))
-        return thr.partition_S(self._q_tile(t, ld, head, m_block, cols))
-
-    def _step_offset(self, whole: cute.Tensor, head, m_block):
-        """The offset of query tile ``m_block`` of ``head`` in ``whole`` (the batch's (H, S, ...) query-side
-        tensor). It goes through an asm move so that the compilers keep it CTA-uniform: otherwise they fold each
-        thread's offset into its products and rebuild all of them in 64-bit vector arithmetic every step."""
-        crd = (head, m_block * self.M) + (0,) * (cute.rank(whole) - 2)
-        return cute.assume(cu.opaque_i64(cute.crd2idx(crd, whole.layout)), divby=128 // whole.element_type.width)
-
-    def _step_tile(self, whole: cute.Tensor, offset, cols: int = 0):
-        """The (M, cols) (or (M,)) tile of ``whole`` at ``offset`` (_step_offset). Its row stride is 32-bit, so
-        that each thread's partition offsets are 32-bit arithmetic (api's stride check keeps M rows' span within
-        2**31 elements)."""
-        if cutlass.const_expr(cute.rank(whole) == 2):
-            layout = cute.make_layout(self.M)
-        else:
-            row_stride = cute.assume(Int32(whole.layout.stride[1]), divby=128 // whole.element_type.width)
-            layout = cute.make_layout((self.M, cols), stride=(row_stride, 1))
-        return cute.make_tensor(whole.iterator + offset, layout)
-
-    @cute.jit
-    def _row_vec(self, t: cute.Tensor, ld, head, m_block):
-        """The (M,) tile ``m_block`` of a per-row fp32 workspace vector (B, H, S_pad) for this batch and head."""
-        return cute.local_tile(t[ld.batch, head, None], (self.M,), (m_block,))
-
-    @cute.jit
-    def _load_do(self, ld, head, m_block, stage):
-        cu.load_tile_zfill_by(self.do_threads, self.num_threads, ld.tidx, ld.copy_do,
-                              self._q_side_src(ld, ld.thr_do, ld.qdO, ld.qdOb, head, m_block, self.DV),
-                              ld.tdOsdO[None, None, None, stage], ld.tdOcdO[None, None, None, m_block], ld.seqlen_q,
-                              ld.head_dim_v, self.tile.async_zfill)
-
     # ------------------------------------------------------------------------------------------------ one query tile
     @cute.jit
     def _walk_pos(self, walk, it):
@@ -507,8 +273,8 @@ class BwdMainKernel:
         cute.arch.sync_threads()
         if cutlass.const_expr(do_dk and self.release_at_top):
             self._dq_release_prev(ld, walk, it, head, m_block)  # the top barrier follows every warp's adds
-        # the next position is derived where it is used (computed once for the whole step, the two-pass
-        # rows tile spilled at d224, a pad until the twenty-third session)
+        # the next position is derived where it is used (computed once for the whole step, it holds registers
+        # the two-pass rows tile lacks)
         next_pos = lambda: self._walk_next(walk, head, m_block)  # noqa: E731
         self._load_next(ld, walk, it, next_pos, 1 - q_stage, 1 - do_stage, t.q_stages == 2, t.do_stages == 2,
                         do_dk)
@@ -631,123 +397,6 @@ class BwdMainKernel:
             softmax_grad(cu.mn_transpose(cu.acc_mn_view(p_v)), cu.mn_transpose(cu.acc_mn_view(dp_v)),
                          cu.mn_transpose(cu.acc_mn_view(delta_v)))
         return cu.convert(accdP, self.dtype)
-
-    @cute.jit
-    def _dq_step(self, mm, ld, mask, walk, it, head, m_block, sdS=None):
-        """dQ[tile] += dS . K of step ``it``, in head-dim chunks, red.global.add into the fp32 accumulator; ordered
-        dQ adds in KV-tile order, and on a dq_direct tile its first visitor stores and its last writes dQ (see
-        dq_order_wait). ``sdS``: dS's ldmatrix partition where it is not mm.sdS (bwd_main_lag's two buffers)."""
-        chunk = self.tile.dq_chunk
-        sdS = mm.sdS if sdS is None else sdS
-        gdQacc = self._dq_acc_tile(ld, head, m_block)
-        dq_bh = ld.qdQ[ld.batch, head, None, None]
-        gdQ = cute.local_tile(dq_bh, (self.M, self.D), (m_block, 0))
-        cdQ = cute.local_tile(cute.make_identity_tensor(dq_bh.shape), (self.M, self.D), (m_block, 0))
-        sem_row, sem_index = self._dq_semaphore(ld, head, m_block)
-        rank = walk.n_block - mask.first_n_block(m_block, self.N, self.M)
-        next_begin = mask.next_tile_begin(walk.n_block, self.N, self.M)
-        seen = None
-        if cutlass.const_expr(self.ordered):  # issued before the GEMM that hides its latency
-            seen = dq_order_peek(sem_row, sem_index, rank)
-        k_path = self._dq_k_path(mask, walk.n_block, m_block) if cutlass.const_expr(self.tile.dq_skip_parts) else None
-        for c in cutlass.range_constexpr(self.D // chunk):
-            accdQ = self._dq_chunk_gemm(mm, sdS, c, k_path)
-            if cutlass.const_expr(c == 0):  # the first GEMM overlaps the wait
-                dq_order_wait(sem_row, sem_index, rank, walk.ordered, seen)
-            if cutlass.const_expr(c == self.D // chunk - 1):
-                self._after_ds_reads(walk, it)
-            gdq = mm.thr_dq.partition_C(cute.local_tile(gdQacc, (self.M, chunk), (0, c)))
-            if cutlass.const_expr(self.tile.dq_direct):
-                # (partitions made outside the runtime branches: made inside, they escape through the ThrMMA)
-                gdq_io = mm.thr_dq.partition_C(cute.local_tile(gdQ, (self.M, chunk), (0, c)))
-                cdq = mm.thr_dq.partition_C(cute.local_tile(cdQ, (self.M, chunk), (0, c)))
-                if walk.ordered:  # (the atomic path stays one branch away)
-                    if m_block < next_begin:  # the last visitor: dQ = scale * (sum so far + this)
-                        if rank > 0:
-                            cu.add_from_global(accdQ, gdq)
-                        cu.store_acc(accdQ, gdq_io, cdq, dq_bh.shape[0], ld.head_dim, ld.dq_scale)
-                    elif rank == 0:
-                        cu.store_acc_global(gdq, accdQ)
-                    else:
-                        self._red_add(gdq, accdQ)
-                else:
-                    self._red_add(gdq, accdQ)
-            else:
-                self._red_add(gdq, accdQ)
-
-    def _red_add(self, gdq, accdQ):
-        """Atomic adds of a dQ chunk into the fp32 accumulator."""
-        if self.tile.dq_red_v4:
-            cu.red_add_acc_v4(gdq, accdQ)
-        else:
-            cu.red_add_acc(gdq, accdQ)
-
-    def _after_ds_reads(self, walk, it):
-        """Hook: step ``it``'s last read of dS is issued (bwd_main_pipe arrives on the buffer's mbarrier)."""
-
-    @cute.jit
-    def _dq_acc_tile(self, ld, head, m_block):
-        """The fp32 dQ accumulator's (M, D) tile of query tile ``m_block`` of ``head`` (this batch)."""
-        return cute.local_tile(ld.qdQacc[ld.batch, head, None, None], (self.M, self.D), (m_block, 0))
-
-    @cute.jit
-    def _dq_chunk_gemm(self, mm, sdS, c: cutlass.Constexpr, k_path=None):
-        """Chunk ``c`` of the step's dQ = dS . K (fp32 registers), dS read through ``sdS`` (mm.cAq's partition);
-        ``k_path``: _dq_k_path (the k-blocks of the parts it leaves out are skipped: their dS are zeros), None for
-        all keys."""
-        chunk = self.tile.dq_chunk
-        accdQ = cute.make_rmem_tensor(mm.thr_dq.partition_shape_C((self.M, chunk)), Float32)
-        accdQ.fill(0.0)
-        kt = mm.cBq.partition_S(cute.local_tile(mm.sKt, (chunk, self.N), (c, 0)))
-        operands = (mm.dq, accdQ, mm.cAq, sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
-        if cutlass.const_expr(k_path is None):
-            cu.gemm_ss(*operands)
-        else:
-            paths = self._dq_k_paths()
-            for path in cutlass.range_constexpr(len(paths)):
-                if k_path == path:
-                    cu.gemm_ss(*operands, k_blocks=paths[path])
-        return accdQ
-
-    def _dq_k_paths(self) -> list[range]:
-        """The dQ GEMM's traced k-block ranges under TileConfig.dq_skip_parts = P: path p < P takes parts [0, p],
-        path P - 1 + lo (lo >= 1) parts [lo, P - 1]; path P - 1 is every part."""
-        parts, per_part = self.tile.dq_skip_parts, self.N // 16 // self.tile.dq_skip_parts
-        return ([range((p + 1) * per_part) for p in range(parts)]
-                + [range(lo * per_part, parts * per_part) for lo in range(1, parts)])
-
-    @cute.jit
-    def _dq_k_path(self, mask, n_block, m_block) -> Int32:
-        """CTA-uniform: the _dq_k_paths index whose parts hold every key of the KV tile the step's query tile sees
-        (the parts from the first, when that is part 0, to the last; else from the first to the end). When it sees
-        none, every dS is zero and any path is right."""
-        parts, part_keys = self.tile.dq_skip_parts, self.N // self.tile.dq_skip_parts
-        key0 = n_block * self.N
-        lo, hi = mask.key_span(m_block * self.M, self.M, key0, self.N)
-        lo_part = cutlass.min(cutlass.max(lo - key0, 0), self.N - 1) // part_keys
-        hi_part = cutlass.min(cutlass.max(hi - key0, 0), self.N - 1) // part_keys
-        path = parts - 1 + lo_part
-        if lo_part == 0:
-            path = hi_part
-        return path
-
-    def _dq_semaphore(self, ld, head, m_block):
-        """(this batch's semaphore row of ``head``, index of query tile ``m_block``'s first semaphore): what
-        ordering's dq_order_* take (traced inline: no helper boundary inside the callers' runtime branches)."""
-        return ld.qSem[ld.batch, head, None], m_block * (self.M // SEM_ROWS)
-
-    @cute.jit
-    def _dq_release_prev(self, ld, walk, it, head, m_block):
-        """Ordered dQ, past a CTA barrier of step ``it``: release the previous step's tile."""
-        head_prev, m_prev = self._walk_prev(walk, head, m_block)
-        dq_order_release(*self._dq_semaphore(ld, head_prev, m_prev), walk.ordered & (it > 0))
-
-    @cute.jit
-    def _dq_release_last(self, ld, walk):
-        """After the walk and a CTA barrier: release the last step's tile (each step releases the one before
-        it)."""
-        head_last, m_last = walk.head0 + walk.group - 1, walk.m_first - walk.n_m + 1
-        dq_order_release(*self._dq_semaphore(ld, head_last, m_last), walk.ordered & (walk.n_iter > 0))
 
     # ------------------------------------------------------------------------------------------------ epilogue
     @cute.jit

@@ -5,17 +5,15 @@ one after the other; at d96/d128 that cost 1.12-1.15x the default mode (its acqu
 docs/performance.md). The grid kernel (d192, d256) and the rows kernel at d160 have 64-key tiles, so their dQ
 adds are twice as many per score as a 128-key tile's and weigh 17-20 % of the main kernel's time in the default
 mode too (d160, d192, d256). A set compiled with KernelKey.dq_gemm runs
-instead (tiles.DQ_GEMM_TILES; deterministic mode at d96/d128, both modes at d160/d192/d256):
+instead (catalogue.DQ_GEMM_TILES; deterministic mode at d96/d128, both modes at d160/d192/d256):
 - the main kernel (bwd_main_ds) without its dQ GEMM and adds: each step stores its dS tile (the io-dtype values
   the dQ GEMM would have read) into a workspace (ds_workspace: dS^T from the rows kernel, dS from the grid
   kernel) in the dq_accum region (api.workspace_regions: B x Hq x Skv x Sq x 2 bytes, up to DQ_GEMM_MAX_BYTES);
 - this kernel: dQ = scale * dS . K per query tile, its visiting KV tiles summed in ascending order in fp32
   registers (bitwise reproducible, no atomics, no fp32 accumulator, no convert pass), written once in the io dtype.
-MHA B4 H16 S4096 d128 on the H200 (bf16, same process, twenty-first session): 1.04x the default mode against the
-relay's 1.12-1.15x; the main kernel alone is 12 % faster than the default mode's (4.24 against 4.82 ms) and this
-kernel (0.87 ms) takes most of that back. MHA B2 H16 S4096 causal d192 / d256: 0.875x / 0.920x the time of the
-atomic grid set, in both modes; d160 0.83x / 0.82x (causal / non-causal; its main kernel double-buffers dO in the
-room the dQ GEMM left).
+The main kernel without its dQ GEMM and adds is faster than the default mode's, and this kernel takes most of
+that back: deterministic mode costs a few percent over the default mode instead of the relay's tenth and more, and
+at the 64-key tiles (d160, d192, d256) the set is faster than the atomic one in both modes.
 
 CTA (DqGemmTile): ``tiles`` of the main kernel's query tiles (QM rows each) of one (batch, head), a group of
 ``tile_warps`` warps per query tile splitting the head dim. The keys are walked in ``kn``-row chunks through
@@ -26,14 +24,12 @@ block; A = dS through ldmatrix, transposed from dS^T), in trips of
 visited its query tile (mask.n_block_range, the inverse of the main kernel's walk), so its sum runs over exactly
 the tiles the main kernel stored; the others' dS chunks are loaded anyway (workspace never written, inside the
 region, never multiplied: cheaper than predicating the loads). Rows of a query tile no KV tile visits, and rows
-past the batch's length (whose dS is exactly zero), come out as zeros. One CTA barrier per chunk: per-stage
-mbarriers, letting warps drift a chunk apart at the price of a stage, measured as fast or up to 27 % slower
-(docs/performance.md, twenty-fourth session).
+past the batch's length (whose dS is exactly zero), come out as zeros. One CTA barrier per chunk (per-stage
+mbarriers, letting warps drift a chunk apart, cost a stage and gain nothing here).
 
 Grid: (ceil(seqlen_q / (tiles * QM)), heads, batch), or on causal-like walks (heads, batch, query tile groups)
 from the last group down (ordering.dq_gemm_block_order); per (dtype, head_dim_pad)."""
 
-import os
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -44,14 +40,13 @@ from cutlass import Float32, Int32, Int64
 from cutlass.cute.nvgpu import warp
 
 from frost.kernels import cute_utils as cu
-from frost.kernels import rowwise
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
-from frost.kernels.bwd_main import smem_storage
+from frost.kernels.backward.bwd_main import smem_storage
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
-from frost.kernels.ordering import dq_gemm_block_order, q_tile_of_block
-from frost.kernels.tiles import DQ_GEMM_QM as QM, DqGemmTile
+from frost.kernels.backward.ordering import dq_gemm_block_order, q_tile_of_block
+from frost.kernels.backward.ds_workspace import MAIN_KN
+from frost.kernels.backward.tiles import DQ_GEMM_QM as QM, DqGemmTile
 
-MAIN_KN = 128     # keys of the main kernel's KV tile (TileConfig.n_block): the workspace's key rows pad to it
 
 
 def ds_workspace(ptr: cute.Pointer, batch, heads, seqlen_kv, seqlen_q_pad, keys_major: bool) -> cute.Tensor:
@@ -64,34 +59,6 @@ def ds_workspace(ptr: cute.Pointer, batch, heads, seqlen_kv, seqlen_q_pad, keys_
     head_stride = cute.assume(row_stride * rows, divby=128)
     return cute.make_tensor(ptr, cute.make_layout((batch, heads, rows, cols),
                                                   stride=(head_stride * heads, head_stride, row_stride, 1)))
-
-
-# The largest dS workspace a dq_gemm set is used with (B4 H16 S4096 takes 2 GiB; FROST_DQ_GEMM_MAX_BYTES sets
-# another, 0 for none); a problem needing more runs on the ordered relay (deterministic) or the atomic set instead
-# (KernelConfig.for_problem), which need no workspace of that size.
-def _max_bytes_from_env() -> int:
-    text = os.environ.get("FROST_DQ_GEMM_MAX_BYTES", str(2 ** 31))
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"FROST_DQ_GEMM_MAX_BYTES={text!r}: expected a byte count >= 0 (0 turns the dS workspace "
-                         f"off; default {2 ** 31})")
-    return value
-
-
-DQ_GEMM_MAX_BYTES = _max_bytes_from_env()
-
-
-def ds_workspace_bytes(batch: int, heads: int, seq_q: int, seq_kv: int) -> int:
-    """Host side: bytes of ds_workspace (16-bit elements, queries padded like the workspace rows)."""
-    return batch * heads * (-(-seq_kv // MAIN_KN) * MAIN_KN) * rowwise.seq_pad(seq_q) * 2
-
-
-def dq_gemm_fits(batch: int, heads: int, seq_q: int, seq_kv: int) -> bool:
-    """Whether a problem's dS workspace is within DQ_GEMM_MAX_BYTES."""
-    return ds_workspace_bytes(batch, heads, seq_q, seq_kv) <= DQ_GEMM_MAX_BYTES
 
 
 class DqGemmKernel:

@@ -1,9 +1,8 @@
 """bwd_main_lag with its one CTA barrier per step replaced by per-stage mbarriers, so that warps need not meet
 every step (both dQ orders).
 
-Timing probes (docs/performance.md, sixteenth session) put the lagged step's remaining top barrier at ~7 % of a
-d128 step: its 8 warps wait for each other at the same point every step. Here each shared buffer gets a "full" and
-an "empty" mbarrier and a warp waits only for what it reads next:
+The lagged step's remaining top barrier makes its warps wait for each other at the same point every step. Here
+each shared buffer gets a "full" and an "empty" mbarrier and a warp waits only for what it reads next:
 - Q/dO/LSE/delta stage s: full[s] completes when every thread's cp.async of the step landed (each thread arrives
   through cp.async.mbarrier.arrive.noinc: count = threads); empty[s] when every thread is past its last read of the
   stage (after dK), which the loads of the step two ahead wait for.
@@ -23,27 +22,18 @@ Ordered dQ (the ordered sets at d96 and d128): the lagged adds keep their semaph
 to the barrier steps' ordered sets. In place of the barrier that put every warp's adds of step i before its release,
 every thread arrives on an ADDS_DONE mbarrier after its adds, and the releasing warp waits for that before its
 lane's red.release (the arrive's release and the wait's acquire order every thread's adds before the cumulative
-release). Where the release goes decides what it costs (H200, bf16, B2 S4096 causal, deterministic / default
-mode, nineteenth session): released by warp 0 at the top of trip i + 2 (as the barrier step does), the ordered
-pipe measured 1.26x at d128 (the served two-barrier step then 1.22x); after trip i + 2's GEMMs
-(TileConfig.release_late: the release's fence no longer waits behind the adds of step i + 1 just issued) 1.22x;
-with the warps taking turns as well (TileConfig.release_rotate: warp i % 8 releases step i, so no one warp stalls
-on the fence every step while the others wait for it at the stage barriers) 1.12x (MHA d128; GQA 32/8 d128
-1.24x -> 1.12x, d96 1.18x -> 1.13x, a 128-token window with a sink 8 % faster at GQA d128, 4 % at d96). Timing
-probes on the late release: without the ADDS_DONE wait 1.21x, without acquire and release 1.05x.
+release). The release goes after trip i + 2's GEMMs (TileConfig.release_late: its fence does not wait behind the
+adds of step i + 1 just issued), the warps taking turns (TileConfig.release_rotate: warp i % warps releases step
+i, so no one warp stalls on the fence every step while the others wait for it at the stage barriers).
 
-On the H200 (bf16, seventeenth session, same process): two stages against bwd_main_lag's barrier
-at d128, B4 H16 S4096 5.763 -> 5.332 ms non-causal and 3.011 -> 2.826 causal, GQA 2,32,8,4096 causal 2.940 ->
-2.765; three stages against two, 5.358 -> 5.045, 2.837 -> 2.677 and 2.762 -> 2.601; at d96 (B2 H16 S4096) three
-stages against bwd_main_lag's barrier 1.121 -> 1.076 causal, 2.115 -> 2.027 non-causal. dK and dV are bitwise
-equal to bwd_main_lag's throughout. Issuing the loads later in the step (after the score GEMMs, the
-probabilities or dV) measured 6-11 % slower than at its top."""
+dK and dV are bitwise equal to bwd_main_lag's. A trip issues its loads at its top (later in the step they land
+too late)."""
 
 import cutlass
 import cutlass.cute as cute
 
-from frost.kernels.bwd_main_lag import BwdMainLagKernel
-from frost.kernels.tiles import pipe_mbarriers
+from frost.kernels.backward.bwd_main_lag import BwdMainLagKernel
+from frost.kernels.backward.tiles import pipe_mbarriers
 
 
 class BwdMainPipeKernel(BwdMainLagKernel):

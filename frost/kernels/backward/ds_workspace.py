@@ -1,0 +1,38 @@
+"""The dq_gemm sets' dS workspace, host side (pure Python): its size and the cap above which a problem runs on
+another set (selection.select reads it at plan time, api.workspace_regions sizes the region from it)."""
+
+from __future__ import annotations
+
+import os
+
+from frost.limits import SEQ_PAD
+
+MAIN_KN = 128     # keys of the main kernel's KV tile (TileConfig.n_block): the workspace's key rows pad to it
+
+
+def _max_bytes_from_env() -> int:
+    text = os.environ.get("FROST_DQ_GEMM_MAX_BYTES", str(2 ** 31))
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ValueError(f"FROST_DQ_GEMM_MAX_BYTES={text!r}: expected a byte count >= 0 (0 turns the dS workspace "
+                         f"off; default {2 ** 31})")
+    return value
+
+
+# The largest dS workspace a dq_gemm set is used with (B4 H16 S4096 takes 2 GiB; FROST_DQ_GEMM_MAX_BYTES sets
+# another, 0 for none); a problem needing more runs on the ordered relay (deterministic) or the atomic set instead,
+# which need no workspace of that size.
+DQ_GEMM_MAX_BYTES = _max_bytes_from_env()
+
+
+def ds_workspace_bytes(batch: int, heads: int, seq_q: int, seq_kv: int) -> int:
+    """Bytes of the dS workspace (16-bit elements, keys padded to MAIN_KN, queries like the workspace rows)."""
+    return batch * heads * (-(-seq_kv // MAIN_KN) * MAIN_KN) * (-(-seq_q // SEQ_PAD) * SEQ_PAD) * 2
+
+
+def dq_gemm_fits(batch: int, heads: int, seq_q: int, seq_kv: int) -> bool:
+    """Whether a problem's dS workspace is within DQ_GEMM_MAX_BYTES."""
+    return ds_workspace_bytes(batch, heads, seq_q, seq_kv) <= DQ_GEMM_MAX_BYTES
