@@ -13,7 +13,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from frost.bench.sass import PIP_HINT, find_tool, resources_by_function
+from tools.sass import PIP_HINT, find_tool, resources_by_function
 
 pytestmark = pytest.mark.compile_gate
 

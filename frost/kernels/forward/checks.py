@@ -3,7 +3,7 @@ accepted (frost.errors.TensorError), before anything is launched."""
 
 from __future__ import annotations
 
-from frost.analyzer.capability import CUTE_SM120
+from frost.limits import MAX_SEQ
 from frost.errors import TensorError
 
 
@@ -30,8 +30,8 @@ def check_forward_tensors(cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink) -> 
     if heads_kv == 0 and heads or heads_kv and heads % heads_kv:
         raise TensorError("k.shape[1]", heads_kv, f"a divisor of the query heads {heads} (GQA/MQA)")
     for name, n in (("q.shape[2] (seq_q)", seq_q), ("k.shape[2] (seq_kv)", seq_kv)):
-        if n > CUTE_SM120.max_seq:
-            raise TensorError(name, n, f"at most {CUTE_SM120.max_seq}")
+        if n > MAX_SEQ:
+            raise TensorError(name, n, f"at most {MAX_SEQ}")
     if tuple(lse.shape) != (batch, heads, seq_q) or lse.dtype != torch.float32 or lse.device != q.device:
         raise TensorError("lse", f"{lse.dtype} {tuple(lse.shape)} on {lse.device}",
                           f"torch.float32 {(batch, heads, seq_q)} on {q.device}")

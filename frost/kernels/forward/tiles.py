@@ -1,6 +1,6 @@
 """Tile configurations of the forward kernel, one per padded Q/K head dim, as data.
 
-Head dims are any multiple of 8 up to 256, padded like the backward's (tiles.pad_head_dim: 32, 48, 64, 80, 96,
+Head dims are any multiple of 8 up to 256, padded like the backward's (limits.pad_head_dim: 32, 48, 64, 80, 96,
 128, 160, 192, 256); V is padded on its own (Dv <= Dqk, e.g. 192/128). A CTA owns ``m_block`` query rows of one
 (batch, head) and walks ``n_block`` keys a step; each warp owns 16 * (m_block / 16 / warps) whole query rows, so
 the softmax row reductions stay inside a lane quad. Shared memory holds one Q tile and ``kv_stages`` K and V
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from frost.kernels.arch import SMEM_LIMIT_BYTES
-from frost.kernels.tiles import HEAD_DIM_MAX, HEAD_DIM_MULTIPLE, HEAD_DIM_PADS, pad_head_dim
+from frost.limits import HEAD_DIM_MAX, HEAD_DIM_MULTIPLE, HEAD_DIM_PADS, pad_head_dim
 
 
 @dataclass(frozen=True)
