@@ -36,10 +36,10 @@ def test_every_documented_variable_is_read_by_frost():
 
 
 def test_dq_gemm_default_is_the_codes(monkeypatch):
-    from frost.kernels import dq_gemm
+    from frost.kernels.backward import ds_workspace
 
     monkeypatch.delenv("FROST_DQ_GEMM_MAX_BYTES", raising=False)
-    assert f"`{dq_gemm._max_bytes_from_env()}`" in _documented()["FROST_DQ_GEMM_MAX_BYTES"][1]
+    assert f"`{ds_workspace._max_bytes_from_env()}`" in _documented()["FROST_DQ_GEMM_MAX_BYTES"][1]
 
 
 def test_plan_cache_default_is_the_codes():
