@@ -4,7 +4,7 @@ same-class peer), on the issue-46 shapes. TFLOP/s = 4 * B * Hq * pairs * D (fros
 (query, key) pairs the mask keeps). Peers that cannot run a shape (a sink) are listed as declined. Times are the
 median GPU time of one forward (frost.bench.timing), with SM120's occupancy emulated for frost (arch.py).
 
-    python3 benchmarks/bench_forward.py [--iters 30] [--shapes all|quick] [--variants]
+    python3 benchmarks/bench_forward.py [--iters 30] [--shapes all|quick] [--variants [--rounds 2]]
 
 ``--variants`` times frost's tile alternatives (VARIANTS) on the d64 / d128 shapes instead of the peers."""
 
@@ -41,9 +41,12 @@ SHAPES = (
 )
 
 
-# (m_block, n_block, warps, min_blocks, kv_stages) alternatives per head dim; the first is the table's
-VARIANTS = {64: ((128, 64, 4, 2, 2), (128, 64, 4, 2, 1), (128, 64, 8, 1, 2), (64, 64, 4, 2, 2), (128, 128, 8, 1, 2)),
-            128: ((128, 64, 8, 1, 2), (128, 64, 8, 1, 1), (64, 64, 4, 1, 2), (128, 32, 8, 1, 2))}
+# (m_block, n_block, warps, min_blocks, kv_stages[, q_in_regs[, lazy_rescale]]) alternatives per head dim; the
+# first is the table's
+VARIANTS = {64: ((128, 64, 4, 2, 2, True), (128, 64, 4, 2, 2), (128, 64, 4, 2, 2, True, True), (64, 64, 4, 2, 2),
+                 (64, 64, 4, 2, 2, True), (64, 32, 4, 2, 2)),
+            128: ((128, 32, 4, 2, 1), (128, 64, 8, 1, 2), (128, 32, 4, 2, 1, False, True), (128, 64, 8, 1, 2, True),
+                  (128, 64, 8, 1, 2, True, True), (256, 32, 8, 1, 1), (128, 128, 8, 1, 1))}
 
 
 def _flops(sh: Shape) -> float:
@@ -64,6 +67,9 @@ def _inputs(sh: Shape):
     return q, k, v, sink
 
 
+_TILE_KERNELS: dict = {}
+
+
 def frost_runner(sh: Shape, q, k, v, sink, tile=None):
     import torch
 
@@ -77,7 +83,9 @@ def frost_runner(sh: Shape, q, k, v, sink, tile=None):
     if tile is None:
         fwd = compile_forward(cfg)
     else:
-        fwd = CompiledForward(cfg, compile_forward_kernel(cfg.key, tile=ForwardTile(sh.d, sh.d, *tile)))
+        if (cfg.key, tile) not in _TILE_KERNELS:  # one compile per tile, whatever the shape
+            _TILE_KERNELS[cfg.key, tile] = compile_forward_kernel(cfg.key, tile=ForwardTile(sh.d, sh.d, *tile))
+        fwd = CompiledForward(cfg, _TILE_KERNELS[cfg.key, tile])
     o = torch.empty_like(q).transpose(1, 2)
     lse = torch.empty((sh.b, sh.hq, sh.s), device="cuda")
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
@@ -119,21 +127,32 @@ def _time(run, iters: int) -> float:
     return median_ms(lambda i: run(), 1, warmup=3, iters=iters, max_seconds=5.0).ms
 
 
-def variants(iters: int) -> None:
-    """frost's tile alternatives side by side on the d64 / d128 shapes."""
+def variants(iters: int, rounds: int) -> None:
+    """frost's tile alternatives side by side on the d64 / d128 shapes, ``rounds`` times over (the spread between
+    rounds is the noise). Every tile is compiled before any is timed, so the timings run back to back."""
+    runs = {}
     for d, tiles in VARIANTS.items():
+        for sh in (sh for sh in SHAPES if sh.d == d):
+            q, k, v, sink = _inputs(sh)
+            for tile in tiles:
+                try:
+                    runs[d, tile, sh.name] = frost_runner(sh, q, k, v, sink, tile)
+                except Exception as e:
+                    runs[d, tile, sh.name] = f"error {type(e).__name__}: {str(e)[:60]}"
+    for d, tiles in [(d, tiles) for _ in range(rounds) for d, tiles in VARIANTS.items()]:
         shapes = [sh for sh in SHAPES if sh.d == d]
-        print(f"d{d} (m, n, warps, min_blocks, stages): " + "  ".join(sh.name for sh in shapes))
-        inputs = [_inputs(sh) for sh in shapes]
+        print(f"d{d} (m, n, warps, min_blocks, stages, q_in_regs, lazy_rescale): "
+              + "  ".join(sh.name for sh in shapes))
         for tile in tiles:
             cells = []
-            for sh, (q, k, v, sink) in zip(shapes, inputs):
-                try:
-                    ms = _time(frost_runner(sh, q, k, v, sink, tile), iters)
-                    cells.append(f"{ms:>8.3f} ms {_flops(sh) / ms / 1e9:>6.1f} TF")
-                except Exception as e:
-                    cells.append(f"error {type(e).__name__}: {str(e)[:60]}")
-            print(f"  {str(tile):<24}" + "".join(cells), flush=True)
+            for sh in shapes:
+                run = runs[d, tile, sh.name]
+                if isinstance(run, str):
+                    cells.append(run)
+                    continue
+                ms = _time(run, iters)
+                cells.append(f"{ms:>8.3f} ms {_flops(sh) / ms / 1e9:>6.1f} TF")
+            print(f"  {str(tile):<36}" + "".join(cells), flush=True)
 
 
 def main(argv=None) -> None:
@@ -141,9 +160,10 @@ def main(argv=None) -> None:
     p.add_argument("--iters", type=int, default=30)
     p.add_argument("--shapes", choices=("all", "quick"), default="all")
     p.add_argument("--variants", action="store_true")
+    p.add_argument("--rounds", type=int, default=2, help="--variants: times each tile this many times over")
     args = p.parse_args(argv)
     if args.variants:
-        variants(args.iters)
+        variants(args.iters, args.rounds)
         return
     shapes = SHAPES if args.shapes == "all" else SHAPES[:4]
     runners = (("frost", frost_runner), ("torch_flash", torch_runner), ("fa4_sm120", fa4_runner))

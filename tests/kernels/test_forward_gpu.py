@@ -44,11 +44,13 @@ class FwdCase:
     sink: object = None      # a list of Hq floats or one float for every head
     layout: str = "bshd"
     seed: int = 0
+    tile: tuple | None = None  # a tile other than the table's (bench_forward.VARIANTS), else None
 
     def describe(self) -> str:
         return (f"{self.dtype} d={self.dqk}/{self.dv} B={self.b} H={self.hq}/{self.hkv} S={self.sq}/{self.skv} "
                 f"causal={self.causal} {self.alignment} band=({self.band_left},{self.band_right}) "
-                f"lens=({self.seq_len_q},{self.seq_len_kv}) sink={self.sink} {self.layout} seed={self.seed}")
+                f"lens=({self.seq_len_q},{self.seq_len_kv}) sink={self.sink} {self.layout} seed={self.seed}"
+                + ("" if self.tile is None else f" tile={self.tile}"))
 
 
 def _inputs(c: FwdCase):
@@ -70,8 +72,15 @@ def _inputs(c: FwdCase):
 def _compiled(c: FwdCase):
     from frost.kernels.arch import detect_arch
     from frost.kernels.forward import choose_forward_config, compile_forward
+    from frost.kernels.forward.api import CompiledForward
+    from frost.kernels.forward.compile import compile_forward_kernel
+    from frost.kernels.forward.tiles import ForwardTile
 
-    return compile_forward(choose_forward_config(c.dtype, c.dqk, c.dv, detect_arch()))
+    cfg = choose_forward_config(c.dtype, c.dqk, c.dv, detect_arch())
+    if c.tile is None:
+        return compile_forward(cfg)
+    tile = ForwardTile(cfg.head_dim_pad, cfg.head_dim_v_pad, *c.tile)
+    return CompiledForward(cfg, compile_forward_kernel(cfg.key, tile=tile))
 
 
 def _outputs(q, dv: int, layout: str):
@@ -196,6 +205,25 @@ def test_long(d):
     run_cases([FwdCase("bfloat16", d, d, 1, 2, 1, 4097, 4097, True, seed=1),
                FwdCase("float16", d, d, 1, 2, 2, 4097, 1000, True, "bottom_right", seed=2),
                FwdCase("bfloat16", d, d, 1, 2, 1, 4097, 4097, True, band_left=128, sink=0.5, seed=3)])
+
+
+def _variant_tiles():
+    from bench_forward import VARIANTS  # benchmarks/ is on sys.path (conftest.py)
+
+    return [(d, tile) for d, tiles in VARIANTS.items() for tile in tiles]
+
+
+@pytest.mark.parametrize("d,tile", _variant_tiles(), ids=lambda x: "-".join(map(str, x)) if isinstance(x, tuple)
+                         else f"d{x}")
+def test_variant_tiles(d, tile):
+    """Every tile bench_forward times (the table's and its alternatives) against the oracle: tails, both
+    alignments, a window with a sink, GQA with per-batch lengths, S past a tile boundary."""
+    run_cases([FwdCase("bfloat16", d, d, 2, 3, 3, 77, 77, tile=tile),
+               FwdCase("bfloat16", d, d, 1, 4, 2, 1000, 515, True, "bottom_right", seed=1, layout="bhsd", tile=tile),
+               FwdCase("bfloat16", d, d, 1, 2, 1, 1000, 1000, True, band_left=128, sink=0.5, seed=2, tile=tile),
+               FwdCase("bfloat16", d, d, 4, 8, 2, 300, 300, True, seq_len_q=[77, 0, 300, 1],
+                       seq_len_kv=[300, 200, 0, 5], sink=-30.0, seed=3, tile=tile),
+               FwdCase("bfloat16", d, d, 1, 2, 1, 4097, 4097, seed=4, tile=tile)])
 
 
 def test_empty_keys_and_rows():

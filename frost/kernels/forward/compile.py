@@ -40,7 +40,8 @@ class ForwardKey:
     def as_str(self) -> str:
         t = self.tile
         return (f"frost.fwd.v1:{self.arch}:{self.dtype}:d{t.head_dim_pad}v{t.head_dim_v_pad}"
-                f":m{t.m_block}n{t.n_block}w{t.num_warps}b{t.min_blocks}s{t.kv_stages}")
+                f":m{t.m_block}n{t.n_block}w{t.num_warps}b{t.min_blocks}s{t.kv_stages}"
+                + (":qr" if t.q_in_regs else "") + (":lr" if t.lazy_rescale else ""))
 
 
 @dataclass

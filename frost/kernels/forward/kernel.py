@@ -10,7 +10,9 @@ kv head h // G. Per KV tile, on mma.sync m16n8k16 with ldmatrix operands:
     exp2(m_old - m)
     O += P . V                   (A = P from the S registers, B = V^T through ldmatrix.trans)
 
-Each warp owns whole query rows, so P never leaves registers and the row reductions stay in a lane quad. Loads are
+Each warp owns whole query rows, so P never leaves registers and the row reductions stay in a lane quad. With
+tiles.ForwardTile.q_in_regs the warp's Q fragments are read from shared memory once, before the walk, and each step
+reads only K and V by ldmatrix (a step's shared-memory reads are what bound the walk). Loads are
 cp.async (16 B), zero-filled outside the batch's rows/keys and the logical head dims; with two K/V stages
 (tiles.ForwardTile.kv_stages) the next KV tile loads during this one, with one the next K loads while P.V runs and
 V while Q.K^T runs. The epilogue folds in the sink (natural-log units, not scaled): with M = max(m,
@@ -118,11 +120,17 @@ class FwdKernel:
 
         cu.load_tile_zfill_by(self.q_threads, self.num_threads, tidx, ld.copy_q, ld.tQgQ, ld.tQsQ, ld.tQcQ,
                               seqlen_q, mQ.shape[3], True)
+        if cutlass.const_expr(self.tile.q_in_regs):
+            cute.arch.cp_async_commit_group()  # Q alone, so that it can be waited for before the first K/V
         if n_iter > 0:
             self._load_kv(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, n_end - 1, 0, seqlen_kv, mK.shape[3])
             if cutlass.const_expr(self.stages == 2):
                 self._load_kv(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, n_end - 1, 0, seqlen_kv, mV.shape[3])
         cute.arch.cp_async_commit_group()
+        if cutlass.const_expr(self.tile.q_in_regs):
+            cute.arch.cp_async_wait_group(1)
+            cute.arch.sync_threads()  # Q landed (every thread's part)
+            cute.copy(mm.cA, mm.sQ, mm.rQ_v)
 
         acc_o = cute.make_rmem_tensor(mm.thr.partition_shape_C((self.M, self.DV)), Float32)
         acc_o.fill(0.0)
@@ -236,12 +244,14 @@ class FwdKernel:
         online softmax: P in the io dtype (accumulator layout); O rescaled."""
         acc_s = cute.make_rmem_tensor(mm.thr.partition_shape_C((self.M, self.N)), Float32)
         acc_s.fill(0.0)
-        cu.gemm_ss(mm.tiled, acc_s, mm.cA, mm.sQ, mm.rQ, mm.rQ_v, mm.cB, mm.sK[None, None, None, stage], mm.rK,
-                   mm.rK_v)
+        copy_q = None if cutlass.const_expr(self.tile.q_in_regs) else mm.cA
+        cu.gemm_ss_interleaved(mm.tiled, ((acc_s, copy_q, mm.sQ, mm.rQ, mm.rQ_v, mm.cB,
+                                           mm.sK[None, None, None, stage], mm.rK, mm.rK_v),))
         s_mn = cu.acc_mn_view(acc_s)
         if soft.mask.tile_needs_mask(soft.m_block, n_block, self.M, self.N):
             hide_scores(soft.mask, s_mn, cu.acc_mn_view(mm.cS), soft.m_block, n_block, self.M, self.N)
-        online_softmax(s_mn, cu.acc_mn_view(acc_o), soft.row_max, soft.row_sum, soft.scale_log2)
+        online_softmax(s_mn, cu.acc_mn_view(acc_o), soft.row_max, soft.row_sum, soft.scale_log2,
+                       self.tile.lazy_rescale)
         return cu.convert(acc_s, self.dtype)
 
     # ------------------------------------------------------------------------------------------------ epilogue
@@ -307,11 +317,12 @@ def quad_sum(x: Float32) -> Float32:
 
 @cute.jit
 def online_softmax(s_mn: cute.Tensor, o_mn: cute.Tensor, row_max: cute.Tensor, row_sum: cute.Tensor,
-                   scale_log2: Float32):
+                   scale_log2: Float32, lazy_rescale: cutlass.Constexpr = False):
     """Raw scores S -> P = exp2(S * scale * log2(e) - m) in place (one FFMA and one exp2 per entry), m the running
     row max in log2 units (the scale is > 0, so the raw max scales to it); O and this thread's part of the row sum
     are rescaled by exp2(m_old - m). A row that has seen no key keeps m = -inf and P = 0 (the exponent's offset is
-    0 then, never -inf - -inf)."""
+    0 then, never -inf - -inf). ``lazy_rescale``: O's row is left as it is when m did not move (its factor is
+    exp2(0) = 1; a row still at -inf holds zeros), which late in a walk is most steps."""
     for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
         m_old = row_max[r]
         m_raw = s_mn[r, 0]
@@ -327,8 +338,17 @@ def online_softmax(s_mn: cute.Tensor, o_mn: cute.Tensor, row_max: cute.Tensor, r
             s_mn[r, c] = p
             part = part + p
         row_sum[r] = row_sum[r] * corr + part
-        for c in cutlass.range_constexpr(cute.size(o_mn, mode=[1])):
-            o_mn[r, c] = o_mn[r, c] * corr
+        if cutlass.const_expr(lazy_rescale):
+            if m != m_old:
+                rescale_row(o_mn, r, corr)
+        else:
+            rescale_row(o_mn, r, corr)
+
+
+@cute.jit
+def rescale_row(o_mn: cute.Tensor, r: cutlass.Constexpr, corr: Float32):
+    for c in cutlass.range_constexpr(cute.size(o_mn, mode=[1])):
+        o_mn[r, c] = o_mn[r, c] * corr
 
 
 @cute.jit
