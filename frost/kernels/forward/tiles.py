@@ -51,15 +51,12 @@ class ForwardTile:
             raise ValueError(f"{self}: {self.smem_bytes()} bytes of shared memory > {SMEM_LIMIT_BYTES}")
 
 
-# (m_block, n_block, warps, min_blocks, kv_stages, q_in_regs) per Q/K pad. A 16-column swizzle atom (pads 48 and
-# 80) is copied by two threads per row, so its tiles need 64 rows for 128 threads. The walk is bound by ldmatrix
-# traffic, which falls with more query rows per warp (each K/V fragment feeds more MMAs) and with Q held in
-# registers: d64 takes both (32 rows a warp, Q in registers); d128 takes 32 rows a warp on 32-key tiles with one
-# K/V stage (48 KB), so that two CTAs of 4 warps share an SM (Q in registers would spill there). 32 query rows per
-# warp spill at d80 (sm_90a) and with 128-key tiles at d32; 64-row tiles keep the O accumulator of the wide pads
-# in registers.
-_SHAPES = {32: (128, 64, 4, 2, 2), 48: (128, 64, 4, 2, 2), 64: (128, 64, 4, 2, 2, True), 80: (64, 64, 4, 2, 1),
-           96: (128, 64, 8, 1, 2), 128: (128, 32, 4, 2, 1), 160: (64, 32, 4, 1, 2), 192: (64, 32, 4, 1, 2),
+# (m_block, n_block, warps, min_blocks, kv_stages[, q_in_regs[, lazy_rescale]]) per Q/K pad. A 16-column swizzle
+# atom (pads 48 and 80) is copied by two threads per row, so its tiles need 64 rows for 128 threads. 32 query rows
+# per warp (m_block = 128 over 4 warps) spill at d80 (sm_90a) and with 128-key tiles at d32; 64-row tiles keep the
+# O accumulator of the wide pads in registers. bench_forward.VARIANTS lists the alternatives timed against these.
+_SHAPES = {32: (128, 64, 4, 2, 2), 48: (128, 64, 4, 2, 2), 64: (128, 64, 4, 2, 2), 80: (64, 64, 4, 2, 1),
+           96: (128, 64, 8, 1, 2), 128: (128, 64, 8, 1, 2), 160: (64, 32, 4, 1, 2), 192: (64, 32, 4, 1, 2),
            256: (64, 32, 4, 1, 2)}
 
 
