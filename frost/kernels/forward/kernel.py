@@ -12,7 +12,7 @@ kv head h // G. Per KV tile, on mma.sync m16n8k16 with ldmatrix operands:
 
 Each warp owns whole query rows, so P never leaves registers and the row reductions stay in a lane quad. With
 tiles.ForwardTile.q_in_regs the warp's Q fragments are read from shared memory once, before the walk, and each step
-reads only K and V by ldmatrix (a step's shared-memory reads are what bound the walk). Loads are
+reads only K and V by ldmatrix (fewer shared-memory reads a step). Loads are
 cp.async (16 B), zero-filled outside the batch's rows/keys and the logical head dims; with two K/V stages
 (tiles.ForwardTile.kv_stages) the next KV tile loads during this one, with one the next K loads while P.V runs and
 V while Q.K^T runs. The epilogue folds in the sink (natural-log units, not scaled): with M = max(m,
