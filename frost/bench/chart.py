@@ -4,6 +4,7 @@ matplotlib is optional (the `bench` extra): without it the chart is skipped with
 
 from __future__ import annotations
 
+from frost.bench.flops import pass_label
 from frost.bench.report import Report, ceiling_tflops
 
 
@@ -32,8 +33,9 @@ def write_chart(report: Report, path: str) -> str:
     if roof:
         ax.axhline(roof, color="black", linestyle="--", linewidth=1, label=f"mma.sync ceiling {roof:.0f}")
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))], cases, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("backward TFLOP/s (2.5 x forward FLOPs)")
-    ax.set_title(f"attention backward, {report.meta.get('dtype')}, {report.meta.get('device') or 'no GPU'}")
+    which = report.meta.get("pass", "backward")
+    ax.set_ylabel(f"TFLOP/s: {pass_label(which)}")
+    ax.set_title(f"attention {which}, {report.meta.get('dtype')}, {report.meta.get('device') or 'no GPU'}")
     ax.margins(y=0.15)
     ax.legend(fontsize=8)
     fig.tight_layout()

@@ -2,6 +2,7 @@
 
     forward  = 4 · B · Hq · D_avg · pairs,   D_avg = (Dqk + Dv) / 2   (per pair: 2·Dqk for S = QKᵀ, 2·Dv for PV)
     backward = 2.5 · forward                 (five GEMMs: S recompute, dP, dV, dK, dQ = 2.5 × the forward's two)
+    step     = 3.5 · forward                 (one forward and its backward)
     pairs    = Sq · Skv                      without a mask
              = Sq · Skv / 2                  causal (the convention: half the matrix, the diagonal not counted)
              = #{(i, j) in the band}         sliding window: only the kept band is counted, exactly
@@ -41,6 +42,20 @@ def forward_flops(c: Case) -> float:
 
 def backward_flops(c: Case) -> float:
     return 2.5 * forward_flops(c)
+
+
+PASSES = ("backward", "forward", "step")     # what `frost bench --pass` times; step = forward + backward
+PASS_FACTOR = {"backward": 2.5, "forward": 1.0, "step": 3.5}
+
+
+def pass_flops(c: Case, which: str) -> float:
+    """The FLOPs of one timed call of pass ``which`` (a multiple of the forward's, see PASS_FACTOR)."""
+    return PASS_FACTOR[which] * forward_flops(c)
+
+
+def pass_label(which: str) -> str:
+    """How a table or chart names the FLOPs it divides by."""
+    return "forward FLOPs" if which == "forward" else f"{which} FLOPs ({PASS_FACTOR[which]:g} x forward)"
 
 
 def tflops(flops: float, ms: float) -> float:

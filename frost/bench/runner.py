@@ -12,7 +12,7 @@ from typing import Callable
 
 from frost.bench import inputs, timing
 from frost.bench.cases import Case
-from frost.bench.flops import backward_flops, tflops
+from frost.bench.flops import pass_flops, tflops
 from frost.bench.report import NA, OK, SKIPPED, Report, Result
 
 TORCH_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "bfloat16": "bfloat16", "float16": "float16"}
@@ -26,6 +26,7 @@ class Options:
     max_seconds: float = 10.0         # per (case, backend) timing loop
     budget_s: float = 0.0             # whole run; 0 = unlimited
     device: str = "cuda"              # "cpu": a smoke run of the harness (wall clock, reference engine)
+    which: str = "backward"           # the pass timed: flops.PASSES
 
 
 def short(exc: BaseException, limit: int = 160) -> str:
@@ -38,18 +39,18 @@ def short(exc: BaseException, limit: int = 160) -> str:
 def measure(c: Case, backend, sets: list, opts: Options) -> Result:
     """One row; never raises (a peer failing is a result, not a crash)."""
     base = dict(case=c.name, backend=backend.name, same_class=backend.same_class)
-    reason = backend.declines(c)
+    reason = backend.declines(c, opts.which)
     if reason:
         return Result(**base, status=NA, note=reason)
     detail = ""
     try:
-        prepared = backend.prepare(c, sets, inputs.softmax_scale(c))
+        prepared = backend.prepare(c, sets, inputs.softmax_scale(c), opts.which)
         detail = prepared.detail
         t = timing.median_ms(prepared.run, len(sets), warmup=opts.warmup, iters=opts.iters,
                              max_seconds=opts.max_seconds, device=opts.device)
     except Exception as exc:  # noqa: BLE001
         return Result(**base, status=NA, detail=detail, note=short(exc, 300))
-    return Result(**base, status=OK, ms=t.ms, tflops=tflops(backward_flops(c), t.ms), detail=detail,
+    return Result(**base, status=OK, ms=t.ms, tflops=tflops(pass_flops(c, opts.which), t.ms), detail=detail,
                   note=f"{t.calls} calls, {len(sets)} set(s), first call {t.first_s:.2f} s")
 
 
@@ -113,7 +114,7 @@ def run(cases: list[Case], backends: list, opts: Options, report: Report, json_p
     for c in cases:
         log(f"case {c.name}: B={c.batch} Hq={c.heads_q} Hkv={c.heads_kv} S={c.seq_q} D={c.head_dim} "
             f"causal={c.causal} window={c.window} sink={c.sink}")
-        report.cases.append({**c.as_dict(), "flops": backward_flops(c)})
+        report.cases.append({**c.as_dict(), "flops": pass_flops(c, opts.which)})
         report.results.extend(run_case(c, backends, opts, deadline, log))
         if json_path:
             write_json(report, json_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from frost.bench.flops import pass_label
 from frost.bench.report import Report, Result, ratio, summary
 
 
@@ -54,6 +55,7 @@ def ceiling_table(report: Report) -> str:
 
 def render(report: Report) -> str:
     meta = report.meta
-    head = (f"frost bench: suite {meta.get('suite')}, {meta.get('dtype')}, {meta.get('device', '?')}; "
-            "TFLOP/s = backward FLOPs (2.5 x forward, see frost.bench.flops) / median time")
+    which = meta.get("pass", "backward")
+    head = (f"frost bench: suite {meta.get('suite')}, {which}, {meta.get('dtype')}, {meta.get('device', '?')}; "
+            f"TFLOP/s = {pass_label(which)} / median time (frost.bench.flops)")
     return "\n\n".join([head, results_table(report), summary_table(report), ceiling_table(report)])

@@ -1,4 +1,4 @@
-"""`frost bench`: frost's attention backward vs its peers (torch SDPA flash/cudnn/efficient, FA4's SM120 kernels),
+"""`frost bench`: frost's attention backward (or, with --pass, its forward or a whole step) vs its peers (torch SDPA flash/cudnn/efficient, FA4's SM120 kernels),
 in one process on the same tensors; prints a table and writes JSON + PNG under --out. `--ceiling` adds the
 mma.sync throughput microbenchmark; `--render FILE.json` redraws the table and chart of a saved run (no GPU)."""
 
@@ -8,11 +8,15 @@ import json
 import os
 import sys
 
+from frost.bench.flops import PASSES
+
 
 def register(sub) -> None:
     p = sub.add_parser("bench", help="benchmark the attention backward against peers (GPU)")
     p.add_argument("--suite", choices=("issue7", "quick", "none"), default="issue7")
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
+    p.add_argument("--pass", dest="which", choices=PASSES, default="backward",
+                   help="what is timed: the backward (default), the forward, or a training step (forward + backward)")
     p.add_argument("--out", default="docs/bench", help="folder for the JSON, text table and PNG (created)")
     p.add_argument("--cases", help="only cases whose name contains one of these comma-separated words")
     p.add_argument("--backends", help="comma-separated subset: frost,torch-flash,torch-cudnn,torch-efficient,fa4")
@@ -50,10 +54,11 @@ def _measure(args) -> int:
     selected = cases.select(args.suite, args.cases)
     dtype = runner.TORCH_DTYPES[args.dtype]
     os.makedirs(args.out, exist_ok=True)
-    stem = os.path.join(args.out, f"bench_{args.suite}_{args.dtype}")
-    report = Report(meta=environment.meta(args.suite, dtype))
+    suffix = "" if args.which == "backward" else f"_{args.which}"
+    stem = os.path.join(args.out, f"bench_{args.suite}_{args.dtype}{suffix}")
+    report = Report(meta={**environment.meta(args.suite, dtype), "pass": args.which})
     opts = runner.Options(dtype=dtype, warmup=args.warmup, iters=args.iters, budget_s=args.budget_s,
-                          device=args.device)
+                          device=args.device, which=args.which)
     runner.run(list(selected), chosen, opts, report, stem + ".json", log=lambda s: print(s, flush=True))
     if args.ceiling:   # last: a failure here cannot poison the CUDA context the rows above were measured in
         print("measuring the mma.sync ceiling ...", flush=True)

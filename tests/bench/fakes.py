@@ -10,10 +10,10 @@ class FakeBackend(Backend):
         self._decline, self._error, self._detail = decline, error, detail
         self.calls = 0
 
-    def declines(self, c):
+    def declines(self, c, which="backward"):
         return self._decline
 
-    def prepare(self, c, sets, scale):
+    def prepare(self, c, sets, scale, which="backward"):
         if self._error:
             raise self._error
 

@@ -33,3 +33,22 @@ def test_bench_cpu_smoke_and_render(monkeypatch, tmp_path, capsys):
     (out / "bench_quick_bf16.txt").unlink()
     assert main(["bench", "--render", str(out / "bench_quick_bf16.json")]) == 0
     assert "tiny-swa-sink" in (out / "bench_quick_bf16.txt").read_text()
+
+
+@pytest.mark.parametrize("which", ["forward", "step"])
+def test_bench_cpu_smoke_of_the_forward_and_the_step(which, monkeypatch, tmp_path):
+    """--pass forward / step time frost's forward and a training step (reference engine on a CPU) and torch's;
+    the JSON names the pass and divides by its FLOPs (1x and 3.5x the forward's)."""
+    monkeypatch.setitem(cases.SUITES, "quick", TINY)
+    out = tmp_path / "bench"
+    rc = main(["bench", "--suite", "quick", "--device", "cpu", "--out", str(out), "--iters", "2", "--warmup", "1",
+               "--backends", "frost,torch-flash", "--pass", which])
+    assert rc == 0
+    saved = json.loads((out / f"bench_quick_bf16_{which}.json").read_text())
+    assert saved["meta"]["pass"] == which
+    rows = {(r["case"], r["backend"]): r for r in saved["results"]}
+    assert rows[("tiny-gqa-causal", "frost")]["status"] == "ok", rows[("tiny-gqa-causal", "frost")]
+    assert rows[("tiny-swa-sink", "frost")]["status"] == "ok", rows[("tiny-swa-sink", "frost")]
+    assert rows[("tiny-gqa-causal", "torch-flash")]["status"] == "ok"
+    factor = {"forward": 1.0, "step": 3.5}[which]
+    assert saved["cases"][0]["flops"] == factor * 4 * 1 * 4 * 16 * (32 * 32 / 2)

@@ -48,3 +48,10 @@ def test_band_pairs_matches_brute_force(sq, skv, left, right, br):
 
 def test_tflops_units():
     assert tflops(2e12, 1000.0) == pytest.approx(2.0)
+
+
+def test_pass_flops_are_multiples_of_the_forward():
+    from frost.bench.flops import PASSES, pass_flops
+
+    c = case("c", 2, 8, 512, 64, causal=True)
+    assert {w: pass_flops(c, w) / forward_flops(c) for w in PASSES} == {"backward": 2.5, "forward": 1.0, "step": 3.5}

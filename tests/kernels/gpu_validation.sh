@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# One-shot GPU validation of the kernels on the device machine: every `gpu` test of tests/kernels and the cute
-# lowering tests in parallel pytest processes (one GPU, many CPU cores: compiles overlap), plus compute-sanitizer
-# memcheck and racecheck on the small GQA + padding + band + sink configuration and on the tail shapes of every
-# tile family (test_sanitizer_case). Each job runs under `timeout`.
+# One-shot GPU validation on the device machine: every `gpu` test of tests/kernels (backward and forward), the cute
+# lowering tests and the API and integration GPU tests, in parallel pytest processes (one GPU, many CPU cores:
+# compiles overlap), plus compute-sanitizer memcheck and racecheck on the small GQA + padding + band + sink
+# configuration and on the tail shapes of every tile family (test_sanitizer_case). Each job runs under `timeout`.
 # Usage: bash tests/kernels/gpu_validation.sh OUT_DIR [LIMIT_S]; logs in OUT_DIR/*.log, summary on stdout.
 set -u
 out=${1:?out dir}; lim=${2:-170}
@@ -18,12 +18,19 @@ job feat_rand01 $PT $K/test_kernels_features_gpu.py -k "random_matrix and (0 or 
 job feat_rand23 $PT $K/test_kernels_features_gpu.py -k "random_matrix and (2 or 3)"
 job feat_det $PT $K/test_kernels_features_gpu.py -k "deterministic_bitwise or sanitizer_features or deterministic_modes"
 job engine $PT $K/test_engine_features_gpu.py tests/lowering/test_gpu_cute.py tests/lowering/test_gpu_multi_device.py
+job fwd_dims $PT $K/test_forward_gpu.py -k "test_head_dims"
+job fwd_rest $PT $K/test_forward_gpu.py -k "not test_head_dims and not sanitizer_case and not variant"
+job fwd_var64 $PT $K/test_forward_gpu.py -k "variant and d64"
+job fwd_var128 $PT $K/test_forward_gpu.py -k "variant and not d64"
+job api_gpu $PT tests/api tests/integrations
 SAN="compute-sanitizer --report-api-errors no"
 job memcheck $SAN --tool memcheck $PT $K/test_kernels_features_gpu.py -k sanitizer_features
 job racecheck $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and default"
 job racecheck_det $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and deterministic"
 job memcheck_core $SAN --tool memcheck $PT $K/test_kernels_gpu.py -k sanitizer_case
 job racecheck_core $SAN --tool racecheck $PT $K/test_kernels_gpu.py -k sanitizer_case
+job memcheck_fwd $SAN --tool memcheck $PT $K/test_forward_gpu.py -k sanitizer_case
+job racecheck_fwd $SAN --tool racecheck $PT $K/test_forward_gpu.py -k sanitizer_case
 wait
 for f in "$out"/*.log; do
   echo "== $(basename "$f" .log): $(grep -hE '(passed|failed|error)( |,|$).*in [0-9.]+s' "$f" | tail -1)" \

@@ -1,4 +1,4 @@
-"""What a benchmarked backend is: a name, whether it is an SM120-class (mma.sync) peer, a `declines(case)` rule
+"""What a benchmarked backend is: a name, whether it is an SM120-class (mma.sync) peer, a `declines(case, which)` rule
 set that is pure data-about-the-case (testable without a GPU), and `prepare`, which builds the timed callable."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from frost.bench.cases import Case
 
 @dataclass(frozen=True)
 class Prepared:
-    run: Callable[[int], object]     # run(i): one backward on input set i (enqueue only; no sync needed)
+    run: Callable[[int], object]     # run(i): one timed pass on input set i (enqueue only; no sync needed)
     detail: str = ""                 # e.g. frost's plan engine, FA4's kernel arch
 
 
@@ -19,15 +19,27 @@ class Backend:
     name: str = "?"
     same_class: bool = True          # mma.sync-class kernel: comparable with frost's SM120 design
 
-    def declines(self, c: Case) -> str | None:
-        """Why this backend cannot serve `c` (None: it applies). Only case facts, never the machine."""
+    def declines(self, c: Case, which: str = "backward") -> str | None:
+        """Why this backend cannot time pass ``which`` (flops.PASSES) of `c` (None: it applies). Only case
+        facts, never the machine."""
         return None
 
-    def applies(self, c: Case) -> bool:
-        return self.declines(c) is None
+    def applies(self, c: Case, which: str = "backward") -> bool:
+        return self.declines(c, which) is None
 
-    def prepare(self, c: Case, sets: list, scale: float) -> Prepared:
+    def prepare(self, c: Case, sets: list, scale: float, which: str = "backward") -> Prepared:
         raise NotImplementedError
+
+
+def autograd_step(forward, leaves: tuple, dout):
+    """run() of a training step: ``forward(*leaves)`` then the gradients of every leaf for ``dout``."""
+    import torch
+
+    def run(_: int):
+        out = forward(*leaves)
+        return torch.autograd.grad(out, leaves, dout)
+
+    return run
 
 
 def first_rule(c: Case, rules) -> str | None:

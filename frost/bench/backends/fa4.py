@@ -1,4 +1,5 @@
-"""FlashAttention-4's CuTe backward (`flash_attn.cute`, flash-attn-4), timing only its backward function.
+"""FlashAttention-4's CuTe kernels (`flash_attn.cute`, flash-attn-4). The backward times only its backward function;
+the forward and the step time `flash_attn_func` (without and with autograd).
 
 The SM120 kernels are selected with FLASH_ATTENTION_ARCH=sm_120 (the same-class peer issue 7 names; on an H200
 they compile for the device's sm_90a), and FA4 needs FLASH_ATTENTION_NUM_SMS on a cross-arch selection. Both are
@@ -10,13 +11,13 @@ from __future__ import annotations
 
 import os
 
-from frost.bench.backends.base import Backend, Prepared, first_rule
+from frost.bench.backends.base import Backend, Prepared, autograd_step, first_rule
 from frost.bench.cases import Case
 
 DEFAULT_ARCH = "sm_120"
 
 RULES_SM120 = (
-    (lambda c: c.sink, "FA4's SM120 backward has no learnable sink (asserts)"),
+    (lambda c: c.sink, "FA4's SM120 kernels have no learnable sink (they assert)"),
     (lambda c: c.head_dim % 8 or c.head_dim_v % 8, "FA4 needs head dims that are multiples of 8"),
     (lambda c: max(c.head_dim, c.head_dim_v) > 256, "FA4 backward head dim <= 256"),
 )
@@ -30,13 +31,27 @@ class Fa4Backend(Backend):
     name = "fa4"
     same_class = True
 
-    def declines(self, c: Case) -> str | None:
+    def declines(self, c: Case, which: str = "backward") -> str | None:
         rules = RULES_SM120 if selected_arch().removeprefix("sm_").startswith("12") else RULES_SM120[1:]
         return first_rule(c, rules)
 
-    def prepare(self, c: Case, sets: list, scale: float) -> Prepared:
-        bwd = load_fa4_backward(sets[0].q.device)
+    def prepare(self, c: Case, sets: list, scale: float, which: str = "backward") -> Prepared:
         left, _ = c.band
+        if which != "backward":
+            import torch
+
+            func = load_fa4_function(sets[0].q.device)
+            forward = lambda q, k, v: func(q, k, v, softmax_scale=scale, causal=c.causal,  # noqa: E731
+                                           window_size=(left, None))
+            if which == "forward":
+                def run_forward(i: int):
+                    with torch.no_grad():
+                        return forward(sets[i].q, sets[i].k, sets[i].v)
+                return Prepared(run_forward, detail=f"{selected_arch()} kernels")
+            leaves = tuple(t.detach().requires_grad_() for t in (sets[0].q, sets[0].k, sets[0].v))
+            step = autograd_step(lambda *qkv: _first(forward(*qkv)), leaves, sets[0].dout)
+            return Prepared(step, detail=f"{selected_arch()} kernels")
+        bwd = load_fa4_backward(sets[0].q.device)
 
         def run(i: int):
             s = sets[i]
@@ -46,13 +61,31 @@ class Fa4Backend(Backend):
         return Prepared(run, detail=f"{selected_arch()} kernels")
 
 
-def load_fa4_backward(device):
-    """FA4's backward function, with its arch / SM-count environment set first (setdefault: the caller wins)."""
+def _set_environment(device) -> None:
+    """FA4's arch / SM-count environment, before its first call (setdefault: the caller wins)."""
     import torch
 
     os.environ.setdefault("FLASH_ATTENTION_ARCH", DEFAULT_ARCH)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
     os.environ.setdefault("FLASH_ATTENTION_NUM_SMS", str(sms))
+
+
+def load_fa4_backward(device):
+    """FA4's backward function."""
+    _set_environment(device)
     from flash_attn.cute.interface import _flash_attn_bwd
 
     return _flash_attn_bwd
+
+
+def load_fa4_function(device):
+    """FA4's autograd function flash_attn_func (forward, and backward through autograd)."""
+    _set_environment(device)
+    from flash_attn.cute import flash_attn_func
+
+    return flash_attn_func
+
+
+def _first(out):
+    """flash_attn_func returns out or (out, lse), by version."""
+    return out[0] if isinstance(out, tuple) else out

@@ -1,10 +1,11 @@
-"""frost through its public functional API (BSHD tensors), timing only the backward. The detail column names the
-engine frost's plan chose for the case, so a run where the CuTe engine declines (and the reference engine runs)
-is visible as such instead of looking like a slow kernel."""
+"""frost through its public APIs (BSHD tensors): the backward is frost.sdpa_backward, the forward frost.sdpa_forward,
+a step frost.attention's forward and autograd backward. The detail column names the engine frost's plan chose for
+the case's backward, so a run where the CuTe engine declines (and the reference engine runs) is visible as such
+instead of looking like a slow kernel."""
 
 from __future__ import annotations
 
-from frost.bench.backends.base import Backend, Prepared
+from frost.bench.backends.base import Backend, Prepared, autograd_step
 from frost.bench.cases import Case
 
 _TORCH_TO_IR = {"torch.bfloat16": "bfloat16", "torch.float16": "float16"}
@@ -14,17 +15,25 @@ class FrostBackend(Backend):
     name = "frost"
     same_class = True
 
-    def prepare(self, c: Case, sets: list, scale: float) -> Prepared:
+    def prepare(self, c: Case, sets: list, scale: float, which: str = "backward") -> Prepared:
         import frost
 
-        left, _ = c.band
+        mask = dict(softmax_scale=scale, causal=c.causal, window_size=(c.band[0], None))
+        detail = plan_engine(c, str(sets[0].q.dtype), scale, sets[0].q.device)
+        if which == "forward":
+            return Prepared(lambda i: frost.sdpa_forward(sets[i].q, sets[i].k, sets[i].v, sink=sets[i].sink, **mask),
+                            detail=detail)
+        if which == "step":
+            s = sets[0]
+            leaves = tuple(t.detach().requires_grad_() for t in (s.q, s.k, s.v, s.sink) if t is not None)
+            forward = lambda q, k, v, sink=None: frost.attention(q, k, v, sink=sink, **mask)  # noqa: E731
+            return Prepared(autograd_step(forward, leaves, s.dout), detail=detail)
 
         def run(i: int):
             s = sets[i]
-            return frost.sdpa_backward(s.q, s.k, s.v, s.out, s.dout, s.lse, softmax_scale=scale, causal=c.causal,
-                                       window_size=(left, None), sink=s.sink)
+            return frost.sdpa_backward(s.q, s.k, s.v, s.out, s.dout, s.lse, sink=s.sink, **mask)
 
-        return Prepared(run, detail=plan_engine(c, str(sets[0].q.dtype), scale, sets[0].q.device))
+        return Prepared(run, detail=detail)
 
 
 def plan_engine(c: Case, torch_dtype: str, scale: float, device) -> str:

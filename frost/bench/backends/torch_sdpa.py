@@ -1,7 +1,7 @@
-"""torch SDPA backward with one backend forced (FLASH = FA2, CUDNN, EFFICIENT = CUTLASS mem-efficient).
+"""torch SDPA with one backend forced (FLASH = FA2, CUDNN, EFFICIENT = CUTLASS mem-efficient).
 
-The forward runs once per input set with requires_grad; the timed part is only
-torch.autograd.grad(out, (q, k, v), dout, retain_graph=True). Inputs are the shared BSHD tensors seen as BHSD views
+Backward: the forward runs once per input set with requires_grad; the timed part is only
+torch.autograd.grad(out, (q, k, v), dout, retain_graph=True). Forward: the forward without autograd. Step: both. Inputs are the shared BSHD tensors seen as BHSD views
 (no copies), GQA through enable_gqa=True. When torch refuses a forced backend it only says "No available kernel";
 its warnings say why, so they are kept as the reason."""
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import warnings
 
-from frost.bench.backends.base import Backend, Prepared, first_rule
+from frost.bench.backends.base import Backend, Prepared, autograd_step, first_rule
 from frost.bench.cases import Case
 
 RULES = (
@@ -27,12 +27,20 @@ class TorchSdpaBackend(Backend):
                                 "EFFICIENT_ATTENTION": "efficient"}[kind]
         self.same_class = same_class
 
-    def declines(self, c: Case) -> str | None:
+    def declines(self, c: Case, which: str = "backward") -> str | None:
         return first_rule(c, RULES)
 
-    def prepare(self, c: Case, sets: list, scale: float) -> Prepared:
+    def prepare(self, c: Case, sets: list, scale: float, which: str = "backward") -> Prepared:
         import torch
 
+        if which == "forward":
+            def forward(i: int):
+                with torch.no_grad():
+                    return self._sdpa(c, sets[i].q, sets[i].k, sets[i].v, scale)
+            return Prepared(forward)
+        if which == "step":
+            _, leaves, dout = self._forward(c, sets[0], scale)
+            return Prepared(autograd_step(lambda q, k, v: self._sdpa(c, q, k, v, scale), leaves, dout))
         graphs = [self._forward(c, s, scale) for s in sets]
 
         def run(i: int):
@@ -42,11 +50,16 @@ class TorchSdpaBackend(Backend):
         return Prepared(run)
 
     def _forward(self, c: Case, s, scale: float):
+        """(out BHSD, the BSHD leaves requiring grad, dout BHSD) of one input set."""
+        leaves = tuple(t.detach().requires_grad_() for t in (s.q, s.k, s.v))     # same storage as the shared set
+        return self._sdpa(c, *leaves, scale), leaves, s.dout.transpose(1, 2)
+
+    def _sdpa(self, c: Case, q, k, v, scale: float):
+        """torch SDPA on BSHD tensors (as BHSD views) with this backend forced; its refusal names the reason."""
         import torch.nn.functional as F
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        leaves = tuple(t.detach().requires_grad_() for t in (s.q, s.k, s.v))     # same storage as the shared set
-        q, k, v = (t.transpose(1, 2) for t in leaves)
+        q, k, v = (t.transpose(1, 2) for t in (q, k, v))
         kwargs = {"enable_gqa": True} if c.gqa else {}
         with warnings.catch_warnings(record=True) as caught, sdpa_kernel(getattr(SDPBackend, self.kind)):
             warnings.simplefilter("always")
@@ -56,5 +69,5 @@ class TorchSdpaBackend(Backend):
                 why = "; ".join(dict.fromkeys(str(w.message).split(" (Triggered internally")[0].strip()
                                               for w in caught))
                 raise RuntimeError(f"{str(exc).splitlines()[0]} ({why})" if why else str(exc)) from None
-        return out, leaves, s.dout.transpose(1, 2)
+        return out
 
