@@ -57,9 +57,13 @@ def _launchers(kernel, op, facts: Facts):
     mask = dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment, band_left=op.band_left,
                 band_right=op.band_right)
 
+    from frost.kernels.forward.checks import check_length_values
+
     def launch(q, k, v, o, lse, tensors: dict, stream) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
-        kernel(q, k, v, o, lse, stream=stream, check_lengths=padded and check_seq_len_values(), **mask, **extra)
+        if padded and check_seq_len_values():
+            check_length_values(extra.get("seq_len_q"), extra.get("seq_len_kv"), facts.seq_q, facts.seq_kv)
+        kernel(q, k, v, o, lse, stream=stream, **mask, **extra)
 
     def run(tensors: dict, workspace: dict, stream) -> None:
         launch(*operands(tensors), tensors, stream)
