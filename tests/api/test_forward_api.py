@@ -117,13 +117,10 @@ def test_empty_problems_give_empty_outputs(b, sq, skv):
 
 
 def test_exported():
-    assert "sdpa_forward" in frost.__all__ and frost.sdpa_forward is functional_forward_entry()
-
-
-def functional_forward_entry():
     from frost.functional_forward import sdpa_forward
 
-    return sdpa_forward
+    assert "sdpa_forward" in frost.__all__ and frost.sdpa_forward is sdpa_forward
+    assert "sdpa_forward_graph" in frost.__all__
 
 
 @pytest.fixture
