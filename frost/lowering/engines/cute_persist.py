@@ -6,6 +6,7 @@ tvm_ffi.Function, so a new process skips compilation."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -16,9 +17,6 @@ import time
 log = logging.getLogger("frost")
 
 from frost.kernels.backward.compile import FUNCS  # (no cutlass import: compile.py imports it lazily)
-
-
-FORWARD_SYMBOL = "frost_fwd_forward"
 
 
 def _prefix(name: str) -> str:
@@ -84,12 +82,17 @@ def load_set(data: bytes, cfg):
     return CompiledBackward(cfg, kernels, selected=True)
 
 
+def _forward_symbol(key: str) -> str:
+    """The launcher's name in the exported object: one per kernel key, so loaded kernels never share a name."""
+    return "frost_fwd_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 def export_forward(compiled) -> bytes:
     """Bytes of a CompiledForward's kernel: a JSON header (its key and shared memory) then the exported object."""
     kernel = compiled.kernel
     if kernel.compiled is None:
         raise ValueError("only a freshly compiled forward kernel can be exported (this one was loaded)")
-    blob = _export(kernel.compiled, "forward", FORWARD_SYMBOL)
+    blob = _export(kernel.compiled, "forward", _forward_symbol(kernel.key.as_str()))
     header = json.dumps({"key": kernel.key.as_str(), "size": len(blob), "smem_bytes": kernel.smem_bytes}).encode()
     return struct.pack("<I", len(header)) + header + blob
 
@@ -104,7 +107,7 @@ def load_forward(data: bytes, cfg):
     blob = data[4 + n:]
     if header.get("key") != cfg.key.as_str() or header.get("size") != len(blob):
         raise ValueError("forward kernel entry does not match this frost's kernel for this config")
-    module, fn = _load(blob, "forward", FORWARD_SYMBOL)
+    module, fn = _load(blob, "forward", _forward_symbol(header["key"]))
     kernel = CompiledForwardKernel(cfg.key, fn, header["smem_bytes"])
     kernel.modules = [module]  # keep the loaded code alive with the kernel
     return CompiledForward(cfg, kernel=kernel)
