@@ -1,4 +1,4 @@
-"""frost: attention (SDPA) backward graphs compiled to CuTe-DSL kernels for SM120-class GPUs.
+"""frost: attention (SDPA) forward and backward graphs compiled to CuTe-DSL kernels for SM120-class GPUs.
 
 `import frost` stays light (no torch, no cutlass): the entry points that need them load on first use."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 
 from frost.errors import FrostError, GraphError, NotSupported, TensorError
-from frost.ir import Graph, GraphBuilder, TensorSpec, sdpa_backward_graph
+from frost.ir import Graph, GraphBuilder, TensorSpec, sdpa_backward_graph, sdpa_forward_graph
 
 __version__ = "0.1.0"
 
@@ -23,6 +23,7 @@ _LAZY = {
     "configure_cache": "frost.lowering:configure_cache",
     "Plan": "frost.lowering:Plan",
     "sdpa_backward": "frost.functional:sdpa_backward",
+    "sdpa_forward": "frost.functional_forward:sdpa_forward",
     "attention": "frost.torch_ops:attention",
     "reference": "frost.reference:",
 }
@@ -40,4 +41,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["FrostError", "GraphError", "NotSupported", "TensorError", "Graph", "GraphBuilder", "TensorSpec",
-           "sdpa_backward_graph", "__version__", *_LAZY]
+           "sdpa_backward_graph", "sdpa_forward_graph", "__version__", *_LAZY]

@@ -1,7 +1,8 @@
 """torch.library custom ops and frost.attention, the autograd path.
 
-frost::attention_forward runs the reference engine (until a forward kernel exists); frost::sdpa_backward is frost's
-backward (functional.sdpa_backward). Both have fake implementations whose strides match the real outputs (the
+frost::attention_forward is frost's forward (functional_forward.sdpa_forward: the cute_sm120 kernel on CUDA where
+it serves the problem, else the reference engine, the CPU default); frost::sdpa_backward is frost's backward
+(functional.sdpa_backward). Both have fake implementations whose strides match the real outputs (the
 gradients are torch.empty_like their inputs, the forward's outputs are fresh contiguous tensors), so torch.compile
 traces them without graph breaks. Both the forward and its fake check every argument the backward will need (devices,
 dtypes, shapes, options) when the forward is called, once per distinct key (check_forward)."""
@@ -17,6 +18,7 @@ from frost.errors import NotSupported, TensorError
 from frost.functional import (_meta, graph_of, resolve_deterministic, sdpa_backward, strict_bool, target_of,
                               window)
 from frost.functional_checks import check_options, check_tensors, is_empty
+from frost.functional_forward import sdpa_forward
 
 _NO_SINK = (0,)  # dsink's shape when there is no sink (a custom op cannot return None)
 _CHECKED_LIMIT = 4096
@@ -50,18 +52,12 @@ def attention_forward_op(q: Tensor, k: Tensor, v: Tensor, seq_len_q: Optional[Te
                          sink: Optional[Tensor], softmax_scale: Optional[float], causal: bool,
                          window_left: Optional[int], window_right: Optional[int], causal_alignment: str,
                          deterministic: Optional[bool] = None) -> tuple[Tensor, Tensor]:
-    """BSHD forward on the reference engine -> out (B, Sq, Hq, Dv) contiguous, lse (B, Hq, Sq) fp32.
+    """BSHD forward (frost.sdpa_forward) -> out (B, Sq, Hq, Dv) contiguous, lse (B, Hq, Sq) fp32.
     ``deterministic`` is the backward's (None: torch's flag when the backward runs)."""
-    from frost.reference import attention_forward
-
     check_forward(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, window_left, window_right,
                   causal_alignment, deterministic)
-    o, lse = attention_forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), scale=softmax_scale,
-                               causal=causal, alignment=causal_alignment, band_left=window_left,
-                               band_right=window_right, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink)
-    out = q.new_empty(_out_shape(q, v))
-    out.copy_(o.transpose(1, 2))
-    return out, lse.to(torch.float32).contiguous()
+    return sdpa_forward(q, k, v, softmax_scale=softmax_scale, causal=causal, window_size=(window_left, window_right),
+                        causal_alignment=causal_alignment, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink)
 
 
 @attention_forward_op.register_fake
@@ -165,8 +161,9 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: float | None = 
               seq_len_kv: Tensor | None = None, sink: Tensor | None = None, return_lse: bool = False,
               deterministic: bool | None = None):
     """Attention on BSHD tensors with a frost backward: out (B, Sq, Hq, Dv), and lse (B, Hq, Sq) when
-    return_lse. Differentiable in q, k, v and sink; the forward runs the reference engine and checks every
-    argument the backward needs (a FrostError names the parameter). An empty problem (B, Sq or Skv = 0) gives
+    return_lse. Differentiable in q, k, v and sink; the forward is frost.sdpa_forward (on CUDA the cute_sm120
+    kernel where it serves the problem) and checks every argument the backward needs (a FrostError names the
+    parameter). An empty problem (B, Sq or Skv = 0) gives
     empty or zero outputs and gradients. The backward is
     bitwise deterministic with deterministic=True, or with None (the default) while
     torch.use_deterministic_algorithms(True) is in force when it runs."""

@@ -1,9 +1,9 @@
-"""Capability tables: what each engine serves, as data. The probe, the lowering and the published
-support matrix all read these tables, so they cannot disagree."""
+"""Capability tables: what each engine serves, as data, one table per (engine, op kind). The probe, the lowering and
+the published support matrix all read these tables, so they cannot disagree."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from frost import limits
 
@@ -36,7 +36,10 @@ class Capability:
     max_seq: int | None = None               # longest seq_q / seq_kv (None: no limit)
     max_acc_elements: int | None = None      # per-head fp32 dQ accumulator elements, see max_seq_q
     description: str = ""
+    op: str = "sdpa_backward"                # the op kind this table describes
 
+
+OP_KINDS: tuple[str, ...] = ("sdpa_backward", "sdpa_forward")
 
 REFERENCE = Capability(
     engine="reference", targets=("cpu", "sm_90", "sm_100", "sm_120", "sm_121", "cuda"),
@@ -56,6 +59,15 @@ CUTE_SM120 = Capability(
     description="CuTe-DSL mma.sync + ldmatrix kernels for the SM120 class (built for sm_90a on Hopper)",
 )
 
+# The forward kernel (frost.kernels.forward): no workspace and no dQ accumulator (so no head-dim-dependent sequence
+# limit), 64-bit strides (no sequence-stride limit); a forward has no dlse input and no deterministic mode.
+CUTE_SM120_FORWARD = replace(
+    CUTE_SM120, op="sdpa_forward", dlse=False, deterministic=False, needs_32bit_seq_strides=False,
+    max_acc_elements=None,
+    description="CuTe-DSL FlashAttention-2-style forward (Q-stationary, online softmax in fp32) for the SM120 class",
+)
+REFERENCE_FORWARD = replace(REFERENCE, op="sdpa_forward")
+
 ACC_ROW_PAD = limits.SEQ_PAD        # how cute_sm120 pads the dQ accumulator's rows ...
 ACC_COL_PADS = limits.HEAD_DIM_PADS  # ... and its columns
 acc_cols = limits.acc_cols
@@ -69,5 +81,27 @@ def max_seq_q(cap: Capability, head_dim_qk: int) -> int | None:
     return min(limits_q) if limits_q else None
 
 
-# Preference order: the first engine that does not decline serves the graph.
-ENGINES: tuple[Capability, ...] = (CUTE_SM120, REFERENCE)
+# Preference order: the first engine that does not decline serves the op (each engine answers with its table for
+# the op's kind).
+ENGINES: tuple[Capability, ...] = (CUTE_SM120, CUTE_SM120_FORWARD, REFERENCE, REFERENCE_FORWARD)
+
+
+def engine_names(engines: tuple[Capability, ...] = ENGINES) -> tuple[str, ...]:
+    """The engines of `engines`, once each, in preference order."""
+    return tuple(dict.fromkeys(cap.engine for cap in engines))
+
+
+def op_kinds(engine: str, engines: tuple[Capability, ...] = ENGINES) -> tuple[str, ...]:
+    """The op kinds `engine` has a table for."""
+    return tuple(cap.op for cap in engines if cap.engine == engine)
+
+
+def tables_for(op: str, engines: tuple[Capability, ...] = ENGINES) -> tuple[Capability, ...]:
+    """One table per engine, in preference order: its table for op kind `op`, or, for an engine without one, its
+    first table (which then declines with the op_kind reason)."""
+    chosen: dict[str, Capability] = {}
+    for cap in engines:
+        held = chosen.get(cap.engine)
+        if held is None or (held.op != op and cap.op == op):
+            chosen[cap.engine] = cap
+    return tuple(chosen.values())

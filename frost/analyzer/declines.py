@@ -85,11 +85,15 @@ def _requirement_rule(code: str, field: str, cap_attr: str, accepted: str, doc: 
                 lambda c, f: accepted, doc)
 
 
+OP_KIND = Rule("op_kind", "op", lambda c, f, t: c.op == f.op, lambda c, f: c.op,
+               "the engine has no table for this op kind (e.g. a forward asked of backward kernels alone)")
+
 RULES: tuple[Rule, ...] = (
+    OP_KIND,
     Rule("target", "target", lambda c, f, t: serves_target(c.targets, t), lambda c, f: _targets(c),
          "the engine does not run on the requested target"),
     Rule("dtype", "dtype", lambda c, f, t: f.dtype in c.dtypes, lambda c, f: ", ".join(c.dtypes),
-         "the io dtype (q, k, v, o, do and the grads) is not one the engine computes in"),
+         "the io dtype (q, k, v, o; a backward's do and grads too) is not one the engine computes in"),
     *_head_dim_rules("head_dim_qk"),
     *_head_dim_rules("head_dim_v"),
     Rule("dv_gt_dqk", "head_dim_v", lambda c, f, t: not c.dv_le_dqk or f.head_dim_v <= f.head_dim_qk,
@@ -133,5 +137,9 @@ CODES: tuple[str, ...] = tuple(dict.fromkeys(r.code for r in RULES))
 
 
 def declines(cap: Capability, facts: Facts, target: str, rules: tuple[Rule, ...] = RULES) -> list[Reason]:
-    """Every reason `cap`'s engine cannot serve `facts` on `target` (normalised); empty means it can."""
-    return [reason for rule in rules if (reason := rule.check(cap, facts, target)) is not None]
+    """Every reason `cap`'s engine cannot serve `facts` on `target` (normalised); empty means it can. A table for
+    another op kind gives that one reason alone (its other rules describe another op)."""
+    wrong_kind = OP_KIND.check(cap, facts, target)
+    if wrong_kind is not None:
+        return [wrong_kind]
+    return [reason for rule in rules if rule is not OP_KIND and (reason := rule.check(cap, facts, target)) is not None]

@@ -1,4 +1,5 @@
-"""Facts extraction: read one matched sdpa_backward op and its tensors into a Facts record.
+"""Facts extraction: read one matched attention op (sdpa_backward or sdpa_forward) and its tensors into a Facts
+record.
 
 Only plain values come out (ints, strs, bools, floats), computed from shapes, strides and attributes; nothing here
 decides support, so the same Facts serve the probe, the lowering and the compile key."""
@@ -11,7 +12,7 @@ from functools import lru_cache
 
 from frost.analyzer.facts import Facts
 from frost.limits import SEQ_STRIDE_LIMIT
-from frost.ir.ops import SdpaBackwardOp
+from frost.ir.ops import SdpaBackwardOp, SdpaOp
 from frost.ir.tensors import TensorSpec, contiguous_strides, layout_strides
 
 LAYOUTS = ("bshd", "bhsd")      # preference order when a tensor fits several (extent-1 dims make strides ambiguous)
@@ -48,36 +49,46 @@ def _layout(mems: list[_Memory]) -> str:
     return common[0] if common else "strided"
 
 
-def _resolve(graph, op) -> SdpaBackwardOp:
+def _resolve(graph, op) -> SdpaOp:
     if isinstance(op, str):
         op = next((o for o in graph.ops if o.name == op), None) or op
-    if not isinstance(op, SdpaBackwardOp):
-        raise TypeError(f"facts_for: got {op!r}; accepted: an sdpa_backward op of the graph (or its name)")
+    if not isinstance(op, SdpaOp):
+        raise TypeError(f"facts_for: got {op!r}; accepted: an attention op of the graph (or its name)")
     return op
 
 
-def facts_for(graph, op: SdpaBackwardOp | str) -> Facts:
-    """Describe `op` (an SdpaBackwardOp of `graph`, or its name) as Facts."""
+def _io_names(op: SdpaOp) -> tuple[tuple[str, ...], str, tuple[str, str]]:
+    """(the op's rank-4 io tensors, its lse, the two whose sequence strides must stay 32-bit addressable)."""
+    ins, outs = op.inputs, op.outputs
+    if isinstance(op, SdpaBackwardOp):
+        return (ins.q, ins.k, ins.v, ins.o, ins.do, outs.dq, outs.dk, outs.dv), ins.lse, (ins.q, ins.do)
+    return (ins.q, ins.k, ins.v, outs.o), outs.lse, (ins.q, outs.o)
+
+
+def facts_for(graph, op: SdpaOp | str) -> Facts:
+    """Describe `op` (an attention op of `graph`, or its name) as Facts."""
     op = _resolve(graph, op)
     ts = graph.tensor_map()
-    ins, outs = op.inputs, op.outputs
-    q, k, v, lse = ts[ins.q], ts[ins.k], ts[ins.v], ts[ins.lse]
-    mems = [_memory_of(ts[n]) for n in (ins.q, ins.k, ins.v, ins.o, ins.do, outs.dq, outs.dk, outs.dv)]
+    ins = op.inputs
+    io, lse_name, seq_strided = _io_names(op)
+    q, k, v, lse = ts[ins.q], ts[ins.k], ts[ins.v], ts[lse_name]
+    mems = [_memory_of(ts[n]) for n in io]
     batch, heads_q, seq_q, head_dim_qk = q.shape
     heads_kv, seq_kv = k.shape[1], k.shape[2]
     band_left, band_right = op.band
     return Facts(
-        op_name=op.name, dtype=q.dtype, batch=batch, heads_q=heads_q, heads_kv=heads_kv,
+        op_name=op.name, op=op.op, dtype=q.dtype, batch=batch, heads_q=heads_q, heads_kv=heads_kv,
         gqa_group=heads_q // heads_kv, seq_q=seq_q, seq_kv=seq_kv, head_dim_qk=head_dim_qk, head_dim_v=v.shape[3],
         attn_scale=op.attn_scale if op.attn_scale is not None else 1.0 / math.sqrt(head_dim_qk),
         mask=op.mask_kind, alignment=op.alignment, band_left=band_left, band_right=band_right,
         has_padding_q=ins.seq_len_q is not None, has_padding_kv=ins.seq_len_kv is not None,
-        has_sink=ins.sink is not None, has_dlse=ins.dlse is not None, deterministic=op.deterministic,
+        has_sink=ins.sink is not None, has_dlse=getattr(ins, "dlse", None) is not None,
+        deterministic=getattr(op, "deterministic", False),
         layout=_layout(mems),
         head_dim_contiguous=all(m.head_dim_contiguous for m in mems),
         strides_16b_aligned=all(m.strides_16b_aligned for m in mems),
         lse_contiguous=lse.shape[2] == 1 or lse.effective_strides[2] == 1,
         needs_int64_offsets=any(m.span >= INT32_SPAN for m in mems),
-        seq_strides_32bit=all(t.shape[2] <= 1 or t.effective_strides[2] < SEQ_STRIDE_LIMIT
-                              for t in (q, ts[ins.do])),
+        seq_strides_32bit=all(ts[n].shape[2] <= 1 or ts[n].effective_strides[2] < SEQ_STRIDE_LIMIT
+                              for n in seq_strided),
     )

@@ -1,4 +1,5 @@
-"""Facts: a frozen description of one matched sdpa_backward op. They describe; they never decide.
+"""Facts: a frozen description of one matched attention op (sdpa_backward or sdpa_forward). They describe; they
+never decide.
 
 Plain Python values only (no torch, no cutlass), so the probe runs anywhere in microseconds."""
 
@@ -15,7 +16,8 @@ class Facts(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     op_name: str
-    dtype: str                      # io dtype of q, k, v, o, do, dq, dk, dv
+    op: Literal["sdpa_backward", "sdpa_forward"] = "sdpa_backward"   # the op kind (which capability table applies)
+    dtype: str                      # io dtype of q, k, v, o (and a backward's do, dq, dk, dv)
     batch: int
     heads_q: int
     heads_kv: int
@@ -32,11 +34,11 @@ class Facts(BaseModel):
     has_padding_q: bool             # a seq_len_q tensor is given
     has_padding_kv: bool
     has_sink: bool
-    has_dlse: bool
-    deterministic: bool
-    layout: MemoryLayout            # of q/k/v/o/do and the grads, when they all agree; else "strided"
+    has_dlse: bool                  # always False for a forward (no LSE gradient)
+    deterministic: bool             # always False for a forward (it has no reduction across CTAs)
+    layout: MemoryLayout            # of the op's rank-4 io tensors, when they all agree; else "strided"
     head_dim_contiguous: bool       # every io tensor has stride 1 on its head dim
     strides_16b_aligned: bool       # every non-unit io stride is a multiple of 16 bytes
     lse_contiguous: bool            # lse has stride 1 along S
     needs_int64_offsets: bool       # some io tensor spans >= 2**31 elements
-    seq_strides_32bit: bool         # q's and do's sequence strides are below SEQ_STRIDE_LIMIT elements
+    seq_strides_32bit: bool         # q's and do's (a forward: q's and o's) sequence strides are below SEQ_STRIDE_LIMIT

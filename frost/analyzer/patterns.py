@@ -65,7 +65,10 @@ SDPA_BACKWARD = Pattern(op="sdpa_backward", needs=("q", "k", "v", "o", "do", "ls
                         may=("sink", "dlse", "seq_len_q", "seq_len_kv"), emits=("dq", "dk", "dv", "dsink"),
                         where=_dsink_iff_sink)
 
-PATTERNS: tuple[Pattern, ...] = (SDPA_BACKWARD,)
+SDPA_FORWARD = Pattern(op="sdpa_forward", needs=("q", "k", "v"), may=("sink", "seq_len_q", "seq_len_kv"),
+                       emits=("o", "lse"))
+
+PATTERNS: tuple[Pattern, ...] = (SDPA_BACKWARD, SDPA_FORWARD)
 
 
 def patterns_for(op_kind: str, patterns: tuple[Pattern, ...] = PATTERNS) -> list[Pattern]:

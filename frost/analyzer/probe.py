@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from frost.analyzer.analysis import Matched, analyze
-from frost.analyzer.capability import ENGINES, Capability
+from frost.analyzer.capability import ENGINES, Capability, engine_names, tables_for
 from frost.analyzer.declines import Reason, declines
 from frost.analyzer.facts import Facts
 from frost.analyzer.report import OpSupport, SupportReport
@@ -13,23 +13,24 @@ from frost.errors import EngineError
 
 
 def engines_named(engine: str | None) -> tuple[Capability, ...]:
-    """The candidates of a support question: every engine in preference order (None: "can frost run it at
-    all?"), or the one named (e.g. "cute_sm120": "does a GPU kernel serve it?"). Raises EngineError for an
-    unknown name."""
+    """The candidates of a support question: every engine's tables in preference order (None: "can frost run it
+    at all?"), or the named engine's (e.g. "cute_sm120": "does a GPU kernel serve it?"). Raises EngineError for
+    an unknown name."""
     if engine is None:
         return ENGINES
-    for cap in ENGINES:
-        if cap.engine == engine:
-            return (cap,)
-    raise EngineError(engine, " or ".join(repr(cap.engine) for cap in ENGINES) + " or None (every engine)")
+    named = tuple(cap for cap in ENGINES if cap.engine == engine)
+    if named:
+        return named
+    raise EngineError(engine, " or ".join(repr(name) for name in engine_names()) + " or None (every engine)")
 
 
 def choose(facts: Facts, target: str, engines: tuple[Capability, ...] = ENGINES
            ) -> tuple[Capability | None, dict[str, tuple[Reason, ...]]]:
-    """The first engine (in preference order) that serves `facts` on a normalised `target`, and every engine's
-    reasons for declining (all engines are asked, so the report is complete)."""
-    declined = {cap.engine: tuple(rs) for cap in engines if (rs := declines(cap, facts, target))}
-    chosen = next((cap for cap in engines if cap.engine not in declined), None)
+    """The first engine (in preference order) that serves `facts` on a normalised `target`, as its table for the
+    op's kind, and every engine's reasons for declining (all engines are asked, so the report is complete)."""
+    tables = tables_for(facts.op, engines)
+    declined = {cap.engine: tuple(rs) for cap in tables if (rs := declines(cap, facts, target))}
+    chosen = next((cap for cap in tables if cap.engine not in declined), None)
     return chosen, declined
 
 
@@ -47,4 +48,4 @@ def probe(graph, target: str, engines: tuple[Capability, ...] = ENGINES) -> Supp
     analysis = analyze(graph)
     ops = tuple(_op_support(m, target, engines) for m in analysis.matched)
     return SupportReport(target=target, supported=bool(ops) and all(op.engine for op in ops), ops=ops,
-                         unclaimed=analysis.unclaimed, asked=tuple(cap.engine for cap in engines))
+                         unclaimed=analysis.unclaimed, asked=engine_names(engines))

@@ -19,13 +19,13 @@ Without --engine every engine is asked, and the reference engine (plain torch) s
 
 
 def register(sub) -> None:
-    from frost.analyzer import ENGINES
+    from frost.analyzer.capability import engine_names
 
     p = sub.add_parser("probe", help="can frost serve this graph? every engine's reasons (exit 0 yes, 1 no, "
                        "2 bad input)", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("graph", help="a graph JSON file (see `frost schema`); '-' reads stdin")
     p.add_argument("--target", help="cpu, cuda, sm_90, sm_120, sm_121 (a/f suffix ok); default: this machine")
-    p.add_argument("--engine", choices=[cap.engine for cap in ENGINES],
+    p.add_argument("--engine", choices=engine_names(),
                    help="ask this engine alone (cute_sm120: the GPU kernels); default: every engine")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=run)

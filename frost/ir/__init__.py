@@ -1,9 +1,11 @@
 """The graph IR: pydantic models, validation, JSON, and a builder."""
 
-from frost.ir.builder import GraphBuilder, SdpaGrads, sdpa_backward_graph
+from frost.ir.builder import GraphBuilder, SdpaGrads, SdpaResult, sdpa_backward_graph, sdpa_forward_graph
 from frost.ir.graph import Graph
-from frost.ir.ops import GenericOp, SdpaBackwardOp, SdpaInputs, SdpaOutputs
+from frost.ir.ops import (GenericOp, SdpaBackwardOp, SdpaForwardInputs, SdpaForwardOp, SdpaForwardOutputs,
+                          SdpaInputs, SdpaOp, SdpaOutputs)
 from frost.ir.tensors import TensorSpec, contiguous_strides, layout_strides
 
-__all__ = ["Graph", "GraphBuilder", "SdpaGrads", "sdpa_backward_graph", "GenericOp", "SdpaBackwardOp",
-           "SdpaInputs", "SdpaOutputs", "TensorSpec", "contiguous_strides", "layout_strides"]
+__all__ = ["Graph", "GraphBuilder", "SdpaGrads", "SdpaResult", "sdpa_backward_graph", "sdpa_forward_graph",
+           "GenericOp", "SdpaBackwardOp", "SdpaForwardInputs", "SdpaForwardOp", "SdpaForwardOutputs", "SdpaInputs",
+           "SdpaOp", "SdpaOutputs", "TensorSpec", "contiguous_strides", "layout_strides"]

@@ -6,13 +6,13 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from frost.errors import GraphError
 from frost.ir.pydantic_errors import as_graph_errors
-from frost.ir.ops import GenericOp, Op, SdpaBackwardOp
+from frost.ir.ops import GenericOp, Op, SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import TensorSpec, check_tensor
-from frost.ir.validate import check_sdpa_backward
+from frost.ir.validate import check_sdpa_backward, check_sdpa_forward
 
 
 class Graph(BaseModel):
-    """An attention-backward graph. `model_dump_json` / `from_json` round-trip it exactly; frost.compile(graph)
+    """An attention graph (forward and/or backward ops, and generic ops frost leaves to the caller). `model_dump_json` / `from_json` round-trip it exactly; frost.compile(graph)
     turns it into a plan (the IR imports nothing above it)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,8 +35,14 @@ class Graph(BaseModel):
     def tensor_map(self) -> dict[str, TensorSpec]:
         return {t.name: t for t in self.tensors}
 
-    def sdpa_ops(self) -> list[SdpaBackwardOp]:
-        return [op for op in self.ops if isinstance(op, SdpaBackwardOp)]
+    def sdpa_ops(self) -> list[SdpaOp]:
+        """The attention ops (sdpa_forward and sdpa_backward), in graph order."""
+        return [op for op in self.ops if isinstance(op, SdpaOp)]
+
+    def dataflow_order(self) -> list[str]:
+        """Op names in an order where every op comes after the ops that write its inputs (graph order where the
+        dataflow leaves a choice)."""
+        return _dataflow_order(self, _producers(self))
 
     @classmethod
     def from_json(cls, text: str | bytes) -> "Graph":
@@ -72,27 +78,32 @@ def check_graph(graph: Graph) -> None:
             produced[name] = op.name
         if isinstance(op, SdpaBackwardOp):
             check_sdpa_backward(op, tensors)
-    _check_acyclic(graph, produced)
+        elif isinstance(op, SdpaForwardOp):
+            check_sdpa_forward(op, tensors)
+    if len(graph.ops) > 1:
+        _dataflow_order(graph, produced)
 
 
-def _check_acyclic(graph: Graph, produced: dict[str, str]) -> None:
-    """Reject dataflow cycles (an op that depends, through other ops, on its own output): Kahn's algorithm."""
-    if len(graph.ops) < 2:
-        return
+def _producers(graph: Graph) -> dict[str, str]:
+    return {name: op.name for op in graph.ops for name in op.output_names()}
+
+
+def _dataflow_order(graph: Graph, produced: dict[str, str]) -> list[str]:
+    """Kahn's algorithm, taking the earliest listed ready op each step; a dataflow cycle (an op that depends,
+    through other ops, on its own output) is a GraphError."""
     deps = {op.name: {produced[t] for t in op.input_names() if t in produced} for op in graph.ops}
-    ready = [name for name, d in deps.items() if not d]
-    done = 0
-    while ready:
-        finished = ready.pop()
-        done += 1
-        for name, d in deps.items():
-            if finished in d:
-                d.discard(finished)
-                if not d:
-                    ready.append(name)
-    if done < len(deps):
-        stuck = sorted(name for name, d in deps.items() if d)
-        raise GraphError("graph dataflow", stuck, "an acyclic graph (no op may depend on its own output)")
+    order: list[str] = []
+    done: set[str] = set()
+    while len(order) < len(deps):
+        ready = next((name for name, d in deps.items() if not d and name not in done), None)
+        if ready is None:
+            stuck = sorted(name for name, d in deps.items() if d)
+            raise GraphError("graph dataflow", stuck, "an acyclic graph (no op may depend on its own output)")
+        order.append(ready)
+        done.add(ready)
+        for d in deps.values():
+            d.discard(ready)
+    return order
 
 
-__all__ = ["Graph", "GenericOp", "SdpaBackwardOp", "check_graph"]
+__all__ = ["Graph", "GenericOp", "SdpaBackwardOp", "SdpaForwardOp", "check_graph"]

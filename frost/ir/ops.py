@@ -1,4 +1,5 @@
-"""Ops of the graph: the sdpa_backward op frost serves, and a generic op for everything else."""
+"""Ops of the graph: the attention ops frost serves (sdpa_forward, sdpa_backward), and a generic op for everything
+else."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictBool, S
 from frost.errors import GraphError, UnknownOp
 
 Alignment = Literal["top_left", "bottom_right"]
-STRUCTURED_OPS: tuple[str, ...] = ("sdpa_backward",)   # op kinds with named inputs that frost serves
+STRUCTURED_OPS: tuple[str, ...] = ("sdpa_backward", "sdpa_forward")   # op kinds with named inputs frost serves
 MaskKind = Literal["none", "causal", "band"]
 
 
@@ -40,21 +41,40 @@ class SdpaOutputs(BaseModel):
     dsink: str | None = None
 
 
-class SdpaBackwardOp(BaseModel):
-    """Attention backward. Mask: keep key j iff j in [diag - band_left, diag + band_right] (None = unbounded);
-    causal means band_right defaults to 0 (a larger band_right widens it). diag = i (top_left) or i + skv - sq."""
+class SdpaForwardInputs(BaseModel):
+    """Tensor names the forward reads; the optional ones are None when absent."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    op: Literal["sdpa_backward"] = "sdpa_backward"
+    q: str
+    k: str
+    v: str
+    sink: str | None = None
+    seq_len_q: str | None = None
+    seq_len_kv: str | None = None
+
+
+class SdpaForwardOutputs(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    o: str
+    lse: str
+
+
+class SdpaOp(BaseModel):
+    """What every attention op shares: its name, ports, scale and mask. Mask: keep key j iff j in
+    [diag - band_left, diag + band_right] (None = unbounded); causal means band_right defaults to 0 (a larger
+    band_right widens it). diag = i (top_left) or i + skv - sq. Subclasses narrow `op`, `inputs` and `outputs`
+    (their fields keep this order in JSON)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    op: str
     name: str = Field(min_length=1)
-    inputs: SdpaInputs
-    outputs: SdpaOutputs
+    inputs: BaseModel
+    outputs: BaseModel
     attn_scale: StrictFloat | None = None
     causal: StrictBool = False
     alignment: Alignment = "top_left"
     band_left: StrictInt | None = None
     band_right: StrictInt | None = None
-    deterministic: StrictBool = False
 
     @property
     def band(self) -> tuple[int | None, int | None]:
@@ -76,6 +96,24 @@ class SdpaBackwardOp(BaseModel):
 
     def output_names(self) -> list[str]:
         return [n for n in self.outputs.model_dump().values() if n is not None]
+
+
+class SdpaBackwardOp(SdpaOp):
+    """Attention backward: dq, dk, dv (and dsink with a sink) from q, k, v, the forward's o and lse, and do."""
+
+    op: Literal["sdpa_backward"] = "sdpa_backward"
+    inputs: SdpaInputs
+    outputs: SdpaOutputs
+    deterministic: StrictBool = False
+
+
+class SdpaForwardOp(SdpaOp):
+    """Attention forward: o (B, Hq, Sq, Dv) in the io dtype and lse (B, Hq, Sq) fp32, natural log, including the
+    sink term (the o and lse an sdpa_backward reads)."""
+
+    op: Literal["sdpa_forward"] = "sdpa_forward"
+    inputs: SdpaForwardInputs
+    outputs: SdpaForwardOutputs
 
 
 class GenericOp(BaseModel):
@@ -136,10 +174,11 @@ def _json_value(value: Any, where: str) -> Any:
 
 def _op_tag(value: Any) -> str:
     kind = value.get("op") if isinstance(value, dict) else getattr(value, "op", None)
-    return "sdpa_backward" if kind == "sdpa_backward" else "generic"
+    return kind if kind in STRUCTURED_OPS else "generic"
 
 
 Op = Annotated[
-    Union[Annotated[SdpaBackwardOp, Tag("sdpa_backward")], Annotated[GenericOp, Tag("generic")]],
+    Union[Annotated[SdpaBackwardOp, Tag("sdpa_backward")], Annotated[SdpaForwardOp, Tag("sdpa_forward")],
+          Annotated[GenericOp, Tag("generic")]],
     Discriminator(_op_tag),
 ]

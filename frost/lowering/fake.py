@@ -1,6 +1,6 @@
 """A fake compiler for machines without a GPU: its kernels bind and record launches and touch nothing, so tests can
-drive the cute_sm120 engine's whole host path (probe, lowering, caches, executor) on CPU tensors, and the
-host-overhead benchmark can time execute with the kernels excluded."""
+drive the cute_sm120 engine's whole host path (probe, lowering, caches, executor) on CPU tensors, for the forward
+and the backward alike, and the host-overhead benchmark can time execute with the kernels excluded."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ PREFIX = b"frost-fake-kernel\n"
 
 
 class FakeKernel:
-    """Binds like the real kernel set (frost.kernels.backward.api.CompiledBackward.bind): ``bind(problem)`` returns a
-    launch that records its arguments and does nothing else."""
+    """Binds like the real backward kernel set (frost.kernels.backward.api.CompiledBackward.bind): ``bind(problem)``
+    returns a launch that records its arguments and does nothing else. Called like the real forward
+    (frost.kernels.forward.api.CompiledForward), it records the call the same way."""
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -23,6 +24,9 @@ class FakeKernel:
     def bind(self, problem):
         self.problems.append(problem)
         return lambda *args, **optional: self.launches.append((args, optional))
+
+    def __call__(self, *args, **options) -> None:
+        self.launches.append((args, options))
 
 
 class FakeCompiler:

@@ -25,11 +25,15 @@ def compile_key(engine: str, kernel_key: str, facts: Facts, signatures: list[Ten
     return f"{engine}|{kernel_key}|{feature_tag(facts)}|{signature_tag(signatures)}"
 
 
+def runtime_features_key(engine: str, kernel_key: str, signatures: list[TensorSignature]) -> str:
+    """The key of a kernel whose features (GQA, padding, sink, mask, 64-bit offsets) are all runtime values, like
+    the forward's: the kernel library's key and the tensors' signatures alone."""
+    return f"{engine}|{kernel_key}|{signature_tag(signatures)}"
+
+
 def op_signatures(graph, op) -> list[TensorSignature]:
     """Signatures of the op's rank-4 io tensors (the ones a kernel addresses with strides)."""
     from frost.lowering.signature import spec_signature
 
     ts = graph.tensor_map()
-    names = (op.inputs.q, op.inputs.k, op.inputs.v, op.inputs.o, op.inputs.do, op.outputs.dq, op.outputs.dk,
-             op.outputs.dv)
-    return [spec_signature(ts[n]) for n in names]
+    return [spec_signature(ts[n]) for n in op.input_names() + op.output_names() if ts[n].rank == 4]

@@ -9,8 +9,11 @@ from frost.lowering.workspace import Region, pack
 
 
 def lower_graph(graph, target: str, choices: list[tuple[object, str]], report=None) -> Plan:
-    """`choices` pairs each claimed op's OpSupport (name, facts) with the engine that will serve it."""
+    """`choices` pairs each claimed op's OpSupport (name, facts) with the engine that will serve it. The plan runs
+    the ops in dataflow order (a forward before the backward that reads its o and lse)."""
     ops = {op.name: op for op in graph.sdpa_ops()}
+    position = {name: i for i, name in enumerate(graph.dataflow_order())}
+    choices = sorted(choices, key=lambda choice: position[choice[0].name])
     lowered = [(s, engine, adapter(engine).lower(graph, ops[s.name], s.facts, target)) for s, engine in choices]
     layout = pack([(f"{s.name}/{name}", nbytes) for s, _, low in lowered for name, nbytes in low.workspace])
     plans = []

@@ -7,8 +7,9 @@ import dataclasses
 import pytest
 
 from analyzer_graphs import baseline, custom, gpt_oss, permuted_strides, pitched_strides
-from frost.analyzer import CODES, CUTE_SM120, REFERENCE, declines, facts_for, normalise_target, probe
-from frost.ir import sdpa_backward_graph
+from frost.analyzer import (CODES, CUTE_SM120, REFERENCE, REFERENCE_FORWARD, declines, facts_for, normalise_target,
+                            probe)
+from frost.ir import sdpa_backward_graph, sdpa_forward_graph
 
 
 def _facts(graph):
@@ -28,6 +29,7 @@ NARROW = dataclasses.replace(CUTE_SM120, masks=("none", "causal"), gqa=False, pa
 
 # (graph, target, capability, expected [(code, field)]) -- each case breaks exactly one rule
 ALONE = {
+    "op_kind": (lambda: sdpa_forward_graph(2, 4, 256, 64, causal=True), "sm_120", CUTE_SM120, [("op_kind", "op")]),
     "target": (baseline, "cpu", CUTE_SM120, [("target", "target")]),
     "target_sm100": (baseline, "sm_100a", CUTE_SM120, [("target", "target")]),
     "dtype": (lambda: baseline(dtype="float32"), "sm_120", CUTE_SM120, [("dtype", "dtype")]),
@@ -71,7 +73,8 @@ def test_each_reason_alone(case):
     for r in reasons:
         assert repr(r.value) in r.message and r.accepted in r.message and cap.engine in r.message
         assert r.value == (target if r.field == "target" else getattr(facts, r.field))
-    assert declines(REFERENCE, facts, target) == []
+    reference = REFERENCE_FORWARD if facts.op == "sdpa_forward" else REFERENCE
+    assert declines(reference, facts, target) == []
 
 
 def test_every_code_has_a_test_on_its_own():

@@ -68,3 +68,32 @@ def test_torch_compile_fullgraph_matches_eager():
     for got, want in zip((p.grad for p in model.parameters()), eager):
         assert torch.allclose(got, want, atol=1e-6)
     assert model.sink.grad.abs().sum() > 0
+
+
+class GqaBlock(torch.nn.Module):
+    """GQA (4:2) with padding, a sink and a band, whose loss uses both outputs of the forward (out and lse)."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.kv = torch.nn.Linear(H * D, H * D), torch.nn.Linear(H * D, 2 * 2 * D)
+        self.sink = torch.nn.Parameter(torch.randn(H))
+
+    def forward(self, x, lens):
+        q = self.q(x).view(x.shape[0], x.shape[1], H, D)
+        k, v = self.kv(x).view(x.shape[0], x.shape[1], 2, 2, D).unbind(2)
+        out, lse = attention(q, k, v, window_size=(3, 2), causal_alignment="bottom_right", sink=self.sink,
+                             seq_len_q=lens, seq_len_kv=lens, return_lse=True)
+        return out.square().sum() + lse.clamp(min=-1e4).sum()
+
+
+def test_torch_compile_fullgraph_with_gqa_padding_and_lse():
+    torch.manual_seed(1)
+    model, x, lens = GqaBlock(), torch.randn(B, S, H * D), torch.tensor([S, 11], dtype=torch.int32)
+    model(x, lens).backward()
+    eager = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    loss = torch.compile(model, fullgraph=True, backend="aot_eager")(x, lens)
+    loss.backward()
+    assert torch.allclose(loss, model(x, lens))
+    for got, want in zip((p.grad for p in model.parameters()), eager):
+        assert torch.allclose(got, want, atol=1e-5)

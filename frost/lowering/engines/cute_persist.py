@@ -1,11 +1,12 @@
 """Persisting a compiled CuTe kernel set across processes: each of its TVM-FFI cute.compile results (compile.FUNCS:
-the one host entry that launches preprocess, main and dq convert) is exported as a relocatable object holding the
-host launcher and the cubin (`export_to_c`, which names the launcher `__tvm_ffi_<prefix>`), and loaded back with
-`cutlass.cute.runtime.load_module(..., enable_tvm_ffi=True)` as a raw tvm_ffi.Function, so a new process skips
-compilation."""
+the one host entry that launches preprocess, main and dq convert; for the forward, its one kernel) is exported as a
+relocatable object holding the host launcher and the cubin (`export_to_c`, which names the launcher
+`__tvm_ffi_<prefix>`), and loaded back with `cutlass.cute.runtime.load_module(..., enable_tvm_ffi=True)` as a raw
+tvm_ffi.Function, so a new process skips compilation."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -22,10 +23,10 @@ def _prefix(name: str) -> str:
     return f"frost_bwd_{name}"
 
 
-def _export(compiled_fn, name: str) -> bytes:
+def _export(compiled_fn, name: str, symbol: str | None = None) -> bytes:
     with tempfile.TemporaryDirectory(prefix="frost-export-") as tmp:
         path = os.path.join(tmp, f"{name}.o")
-        compiled_fn.export_to_c(path, function_name=_prefix(name))
+        compiled_fn.export_to_c(path, function_name=symbol or _prefix(name))
         with open(path, "rb") as fh:
             return fh.read()
 
@@ -53,7 +54,7 @@ def _split(data: bytes) -> tuple[dict, list[bytes]]:
     return header, blobs
 
 
-def _load(blob: bytes, name: str):
+def _load(blob: bytes, name: str, symbol: str | None = None):
     from cutlass.cute.runtime import load_module
 
     start = time.perf_counter()
@@ -64,7 +65,7 @@ def _load(blob: bytes, name: str):
         module = load_module(path, enable_tvm_ffi=True)  # reads the object into memory; the file can go
     finally:
         os.unlink(path)
-    fn = getattr(module, _prefix(name))
+    fn = getattr(module, symbol or _prefix(name))
     log.debug("frost: loaded kernel %s (%d bytes) in %.3f s", name, len(blob), time.perf_counter() - start)
     return module, fn
 
@@ -79,3 +80,34 @@ def load_set(data: bytes, cfg):
     kernels = CompiledKernels(cfg.key, *(fn for _, fn in loaded), header["main_smem_bytes"])
     kernels.modules = [module for module, _ in loaded]  # keep the loaded code alive with the kernels
     return CompiledBackward(cfg, kernels, selected=True)
+
+
+def _forward_symbol(key: str) -> str:
+    """The launcher's name in the exported object: one per kernel key, so loaded kernels never share a name."""
+    return "frost_fwd_" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def export_forward(compiled) -> bytes:
+    """Bytes of a CompiledForward's kernel: a JSON header (its key and shared memory) then the exported object."""
+    kernel = compiled.kernel
+    if kernel.compiled is None:
+        raise ValueError("only a freshly compiled forward kernel can be exported (this one was loaded)")
+    blob = _export(kernel.compiled, "forward", _forward_symbol(kernel.key.as_str()))
+    header = json.dumps({"key": kernel.key.as_str(), "size": len(blob), "smem_bytes": kernel.smem_bytes}).encode()
+    return struct.pack("<I", len(header)) + header + blob
+
+
+def load_forward(data: bytes, cfg):
+    """A CompiledForward for `cfg` whose kernel comes from `export_forward`'s bytes (no compilation)."""
+    from frost.kernels.forward.api import CompiledForward
+    from frost.kernels.forward.compile import CompiledForwardKernel
+
+    (n,) = struct.unpack_from("<I", data)
+    header = json.loads(data[4:4 + n])
+    blob = data[4 + n:]
+    if header.get("key") != cfg.key.as_str() or header.get("size") != len(blob):
+        raise ValueError("forward kernel entry does not match this frost's kernel for this config")
+    module, fn = _load(blob, "forward", _forward_symbol(header["key"]))
+    kernel = CompiledForwardKernel(cfg.key, fn, header["smem_bytes"])
+    kernel.modules = [module]  # keep the loaded code alive with the kernel
+    return CompiledForward(cfg, kernel=kernel)

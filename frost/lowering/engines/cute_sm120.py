@@ -1,7 +1,9 @@
 """The cute_sm120 engine adapter: picks the kernel config for the op's Facts, gets the compiled backward from the
-kernel cache (compiling through the compiler seam only on a miss), and launches it on caller-owned memory.
+kernel cache (compiling through the compiler seam only on a miss), and launches it on caller-owned memory. A forward
+op goes to its own adapter (cute_forward.lower_forward) through the same compiler and caches.
 
-cutlass is imported only by CuteCompiler.compile (frost.kernels.backward.api's compile_backward), never at plan time."""
+Kernels compile only in CuteCompiler.compile (frost.kernels.backward.api's compile_backward or
+frost.kernels.forward.api's compile_forward), never at plan time."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ ARCHS = {"sm_90": "sm_90a", "sm_120": "sm_120a", "sm_121": "sm_121a"}
 
 
 class CuteCompiler:
-    """The real compiler: frost.kernels.backward.api.compile_backward; kernel sets persist through cute_persist."""
+    """The real compiler: compile_backward for a backward's KernelConfig, compile_forward for a ForwardConfig; both
+    persist through cute_persist."""
 
     device_type = "cuda"
 
@@ -28,18 +31,36 @@ class CuteCompiler:
         self.name = f"cute-dsl-{package_version('nvidia-cutlass-dsl')}-tvmffi"
 
     def compile(self, unit: KernelUnit):
+        if _forward(unit.config):
+            from frost.kernels.forward import api as forward_api
+
+            return forward_api.compile_forward(unit.config)
         from frost.kernels.backward import api
 
         return api.compile_backward(unit.config)
 
     def serialize(self, kernel, unit: KernelUnit) -> bytes:
+        if _forward(unit.config):
+            return cute_persist.export_forward(kernel)
         return cute_persist.export_set(kernel)
 
     def deserialize(self, data: bytes, unit: KernelUnit):
+        if _forward(unit.config):
+            return cute_persist.load_forward(data, unit.config)
         return cute_persist.load_set(data, unit.config)
 
     def bind(self, kernel, config):
+        if _forward(config):
+            from frost.kernels.forward.api import CompiledForward
+
+            return CompiledForward(config, kernel=kernel.kernel)
         return kernel.with_config(config)
+
+
+def _forward(config) -> bool:
+    from frost.lowering.engines.cute_forward import is_forward_config
+
+    return is_forward_config(config)
 
 
 register_default(ENGINE, CuteCompiler)
@@ -82,6 +103,10 @@ class CuteSm120Engine:
     name = ENGINE
 
     def lower(self, graph, op, facts: Facts, target: str) -> Lowering:
+        if op.op == "sdpa_forward":
+            from frost.lowering.engines.cute_forward import lower_forward
+
+            return lower_forward(graph, op, facts, target)
         from frost.kernels.backward import api
 
         arch = ARCHS[target]

@@ -1,5 +1,6 @@
-"""The reference engine adapter: runs frost.reference (torch math) for one op. Any device, every feature; it
-allocates its own temporaries and may synchronise (it validates sequence lengths), so it is not capturable."""
+"""The reference engine adapter: runs frost.reference (torch math) for one op, forward or backward. Any device, every
+feature; it allocates its own temporaries and may synchronise (it validates sequence lengths), so it is not
+capturable."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from frost.lowering.plan import KernelLaunch, Lowering
 
 
 def reference_key(facts: Facts) -> str:
-    return (f"reference|{facts.dtype}|d{facts.head_dim_qk}x{facts.head_dim_v}|{facts.mask}|{facts.alignment}"
+    kind = "|forward" if facts.op == "sdpa_forward" else ""
+    return (f"reference{kind}|{facts.dtype}|d{facts.head_dim_qk}x{facts.head_dim_v}|{facts.mask}|{facts.alignment}"
             f"|g{facts.gqa_group}|pad{int(facts.has_padding_q)}{int(facts.has_padding_kv)}|sink{int(facts.has_sink)}"
             f"{'|dlse' if facts.has_dlse else ''}")
 
@@ -17,6 +19,8 @@ class ReferenceEngine:
     name = "reference"
 
     def lower(self, graph, op, facts: Facts, target: str) -> Lowering:
+        if op.op == "sdpa_forward":
+            return _lower_forward(op, facts)
         ins, outs = op.inputs, op.outputs
         grads = (outs.dq, outs.dk, outs.dv, outs.dsink)
         options = dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment,
@@ -35,3 +39,21 @@ class ReferenceEngine:
 
         launch = KernelLaunch(f"{op.name}/reference", reference_key(facts), None)
         return Lowering(kernels=(launch,), workspace=(), run=run)
+
+
+def _lower_forward(op, facts: Facts) -> Lowering:
+    ins, outs = op.inputs, op.outputs
+    options = dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment, band_left=op.band_left,
+                   band_right=op.band_right)
+    optional = {"seq_len_q": ins.seq_len_q, "seq_len_kv": ins.seq_len_kv, "sink": ins.sink}
+
+    def run(tensors: dict, workspace: dict, stream) -> None:
+        from frost.reference import attention_forward
+
+        extra = {key: tensors[name] for key, name in optional.items() if name is not None}
+        o, lse = attention_forward(tensors[ins.q], tensors[ins.k], tensors[ins.v], **options, **extra)
+        tensors[outs.o].copy_(o)
+        tensors[outs.lse].copy_(lse)
+
+    return Lowering(kernels=(KernelLaunch(f"{op.name}/reference", reference_key(facts), None),), workspace=(),
+                    run=run)

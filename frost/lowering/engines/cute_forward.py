@@ -1,0 +1,75 @@
+"""The cute_sm120 engine's forward: picks the forward kernel's config for the op's Facts, gets the compiled kernel
+from the kernel cache (compiling through the compiler seam only on a miss), and launches it on caller-owned memory.
+
+The forward needs no workspace, and its launch allocates nothing and never synchronises (a length check, when on,
+reads the lengths back: see cute_sm120.check_seq_len_values). Everything but the dtype, the head-dim pads and the
+arch is a runtime argument of the kernel, so the compile key holds no feature flags: a sink, GQA, padding or
+another mask never compiles a second kernel."""
+
+from __future__ import annotations
+
+from operator import itemgetter
+
+from frost.analyzer.facts import Facts
+from frost.lowering.compiler import KernelUnit, get_compiler
+from frost.lowering.engines.cute_sm120 import ARCHS, ENGINE, check_seq_len_values
+from frost.lowering.kernel_cache import KERNELS
+from frost.lowering.keys import op_signatures, runtime_features_key
+from frost.lowering.plan import KernelLaunch, Lowering
+
+
+def forward_config(facts: Facts, arch: str):
+    """The forward kernel's config (dtype, logical head dims and their pads, arch) for these Facts."""
+    from frost.kernels.forward import api
+
+    return api.choose_forward_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, arch)
+
+
+def is_forward_config(config) -> bool:
+    from frost.kernels.forward.api import ForwardConfig
+
+    return isinstance(config, ForwardConfig)
+
+
+def lower_forward(graph, op, facts: Facts, target: str) -> Lowering:
+    from frost.kernels.forward import api
+
+    arch = ARCHS[target]
+    cfg = forward_config(facts, arch)
+    key = runtime_features_key(ENGINE, api.forward_compile_key(cfg), op_signatures(graph, op))
+    compiler = get_compiler(ENGINE)
+    kernel = compiler.bind(KERNELS.get(compiler, KernelUnit(ENGINE, key, arch, cfg)), cfg)
+    run, run_seq_major = _launchers(kernel, op, facts)
+    grid = (-(-facts.seq_q // cfg.key.tile.m_block), facts.heads_q, facts.batch)
+    return Lowering(kernels=(KernelLaunch(f"{op.name}/forward", key, grid),), workspace=(), run=run,
+                    device_type=compiler.device_type, aligned_pointers=True, run_seq_major=run_seq_major)
+
+
+def _launchers(kernel, op, facts: Facts):
+    """The op's run(tensors, workspace, stream) over logical (B, H, S, D) tensors, and its twin for 4-D tensors in
+    (B, S, H, D) order (Lowering.run_seq_major), both calling the bound kernel (a CompiledForward, or a test fake
+    that records its calls). The executor has checked every tensor against the plan before run."""
+    ins, outs = op.inputs, op.outputs
+    operands = itemgetter(ins.q, ins.k, ins.v, outs.o, outs.lse)
+    optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
+                                            ("sink", ins.sink)) if name is not None}
+    padded = "seq_len_q" in optional or "seq_len_kv" in optional
+    mask = dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment, band_left=op.band_left,
+                band_right=op.band_right)
+
+    from frost.kernels.forward.checks import check_length_values
+
+    def launch(q, k, v, o, lse, tensors: dict, stream) -> None:
+        extra = {key: tensors[name] for key, name in optional.items()}
+        if padded and check_seq_len_values():
+            check_length_values(extra.get("seq_len_q"), extra.get("seq_len_kv"), facts.seq_q, facts.seq_kv)
+        kernel(q, k, v, o, lse, stream=stream, **mask, **extra)
+
+    def run(tensors: dict, workspace: dict, stream) -> None:
+        launch(*operands(tensors), tensors, stream)
+
+    def run_seq_major(tensors: dict, workspace: dict, stream) -> None:
+        q, k, v, o, lse = operands(tensors)
+        launch(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o.transpose(1, 2), lse, tensors, stream)
+
+    return run, run_seq_major
