@@ -150,8 +150,8 @@ def test_deterministic_bitwise(which):
     inp = build_inputs(c)
     cfg, bwd = compiled(c)
     gemm_cases = ("causal", "dq_gemm_d96", "grid", "grid_2pass", "grid_narrow_v", "rows_dq_gemm")
-    assert cfg.dq_gemm == (which in gemm_cases), which
-    assert cfg.narrow == (which in ("lagged", "lagged_d128") or which.startswith("narrow_")), which
+    assert cfg.key.dq_gemm == (which in gemm_cases), which
+    assert cfg.key.narrow == (which in ("lagged", "lagged_d128") or which.startswith("narrow_")), which
     feats = kernel_features(c, inp)
     ws = make_workspace(cfg, c.b, c.hq, c.sq, c.skv, c.hkv)
     first = None
