@@ -7,3 +7,4 @@ frost --version                                             # the installed vers
 frost schema                                                # the graph JSON schema
 frost cache                                                 # the on-disk kernel and report cache (--prune, --clear)
 frost bench --suite issue7 --ceiling --out docs/bench       # GPU only: frost against its peers, in one process
+frost bench --suite issue7 --pass forward --out docs/bench  # GPU only: the forward (--pass step: forward + backward)

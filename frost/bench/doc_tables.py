@@ -1,6 +1,7 @@
-"""Markdown speed tables for README.md and docs/performance.md, generated from a saved `frost bench` JSON file.
+"""Markdown speed tables for README.md and docs/performance.md, generated from saved `frost bench` JSON files (the
+backward, the forward and the training step of the issue-7 suite).
 
-The docs quote the run in docs/bench/ through these tables only, so a number in the docs is a number of that run,
+The docs quote the runs in docs/bench/ through these tables only, so a number in the docs is a number of that run,
 and tests/docs checks that each file's table equals a fresh generation. Light on import (no torch).
 
     python3 -m frost.bench.doc_tables            # rewrite the tables between their markers
@@ -19,10 +20,13 @@ from frost.bench.report import Report, Result, ceiling_tflops, ratio
 from frost.errors import FrostError
 
 BENCH_JSON = "docs/bench/bench_issue7_bf16.json"
+FORWARD_JSON = "docs/bench/bench_issue7_bf16_forward.json"
+STEP_JSON = "docs/bench/bench_issue7_bf16_step.json"
 # backend name in the JSON -> column label; the same-class peers (built for SM120-class parts) first
 PEER_LABELS = {"torch-flash": "FA2 (torch flash)", "fa4": "FA4 (SM120 kernels)",
                "torch-cudnn": "cuDNN (sm_90 kernels)", "torch-efficient": "torch mem-efficient"}
 README_PEERS = ("torch-flash", "fa4", "torch-cudnn")
+README_FORWARD_PEERS = ("torch-flash", "fa4")
 
 
 class DocTableError(FrostError):
@@ -66,7 +70,7 @@ def case_shape(case: dict) -> str:
 def caption(report: Report) -> str:
     m, versions = report.meta, report.meta.get("versions", {})
     peers = ", ".join(f"{name} {versions[name]}" for name in ("torch", "flash-attn-4") if versions.get(name))
-    return (f"Backward, {m['dtype']}, one {m['device']} ({m.get('capability', '?')}), run of {m['date']}"
+    return (f"{m.get('pass', 'backward').capitalize()}, {m['dtype']}, one {m['device']} ({m.get('capability', '?')}), run of {m['date']}"
             f"{'; ' + peers if peers else ''}. A peer's cell is its time ÷ frost's time (> 1: frost is faster); "
             f"\"-\": the peer cannot run the case.")
 
@@ -85,16 +89,21 @@ def _vs(frost: Result | None, rows: list[Result], backend: str) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def readme_table(report: Report) -> str:
-    """One row per case: frost's TFLOP/s and its speed against FA2, FA4's SM120 kernels and cuDNN."""
+def readme_table(report: Report, peers: tuple[str, ...] = README_PEERS) -> str:
+    """One row per case: frost's TFLOP/s and its speed against ``peers`` (FA2, FA4's SM120 kernels, cuDNN)."""
     rows = []
     for case in report.cases:
         results = report.rows(case["name"])
         frost = _frost(results)
         rows.append([case_shape(case), "-" if frost is None else f"{frost.tflops:.0f}",
-                     *(_vs(frost, results, p) for p in README_PEERS)])
-    header = ["case", "frost TFLOP/s", *(f"vs {PEER_LABELS[p]}" for p in README_PEERS)]
+                     *(_vs(frost, results, p) for p in peers)])
+    header = ["case", "frost TFLOP/s", *(f"vs {PEER_LABELS[p]}" for p in peers)]
     return caption(report) + "\n\n" + _grid(header, rows)
+
+
+def readme_forward_table(report: Report) -> str:
+    """The README's forward table: the same-class peers only (the forward run measures no cuDNN)."""
+    return readme_table(report, README_FORWARD_PEERS)
 
 
 def full_table(report: Report) -> str:
@@ -115,10 +124,13 @@ def full_table(report: Report) -> str:
     return caption(report) + ceiling + "\n\n" + _grid(header, rows)
 
 
-# (file relative to the repository root, table name) -> the function that renders it
-TABLES: dict[tuple[str, str], Callable[[Report], str]] = {
-    ("README.md", "speed-table"): readme_table,
-    ("docs/performance.md", "speed-table"): full_table,
+# (file relative to the repository root, table name) -> (the bench file it quotes, the function that renders it)
+TABLES: dict[tuple[str, str], tuple[str, Callable[[Report], str]]] = {
+    ("README.md", "speed-table"): (BENCH_JSON, readme_table),
+    ("README.md", "forward-table"): (FORWARD_JSON, readme_forward_table),
+    ("docs/performance.md", "speed-table"): (BENCH_JSON, full_table),
+    ("docs/performance.md", "forward-table"): (FORWARD_JSON, full_table),
+    ("docs/performance.md", "step-table"): (STEP_JSON, full_table),
 }
 
 
@@ -131,25 +143,25 @@ def replace_between(text: str, name: str, body: str, where: str = "the document"
     return text[:start + len(begin)] + "\n" + body.rstrip("\n") + "\n" + text[stop:]
 
 
-def render(root: Path, report: Report) -> dict[Path, str]:
-    """Every file with its tables regenerated (file path -> new text)."""
+def render(root: Path) -> dict[Path, str]:
+    """Every file with its tables regenerated from the bench files under ``root`` (file path -> new text)."""
+    reports = {rel: load_report(root / rel) for rel in {source for source, _ in TABLES.values()}}
     out: dict[Path, str] = {}
-    for (rel, name), fn in TABLES.items():
+    for (rel, name), (source, fn) in TABLES.items():
         path = root / rel
         text = out.get(path) or path.read_text(encoding="utf-8")
-        out[path] = replace_between(text, name, fn(report), str(rel))
+        out[path] = replace_between(text, name, fn(reports[source]), str(rel))
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python3 -m frost.bench.doc_tables", description=__doc__.split("\n")[0])
     parser.add_argument("--root", default=".", help="the repository root (default: the current directory)")
-    parser.add_argument("--json", default=None, help=f"the bench file (default: <root>/{BENCH_JSON})")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a table is out of date")
     args = parser.parse_args(argv)
     root = Path(args.root)
     try:
-        fresh = render(root, load_report(args.json or root / BENCH_JSON))
+        fresh = render(root)
     except (DocTableError, OSError) as exc:
         print(f"doc_tables: {exc}", file=sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 import platform
 from importlib import metadata
@@ -34,5 +35,6 @@ def device() -> dict:
 
 def meta(suite: str, dtype: str) -> dict:
     """The run's header: suite, dtype, device facts, versions, relevant environment (after backends set theirs)."""
-    return {"suite": suite, "dtype": dtype, **device(), "python": platform.python_version(),
+    return {"suite": suite, "dtype": dtype, "date": datetime.date.today().isoformat(), **device(),
+            "python": platform.python_version(),
             "versions": versions(), "env": {k: os.environ.get(k) for k in ENV_VARS}}

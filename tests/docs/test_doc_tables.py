@@ -8,12 +8,12 @@ import shutil
 import pytest
 
 from frost.bench import doc_tables
-from frost.bench.doc_tables import BENCH_JSON, TABLES, DocTableError, load_report, render, replace_between
+from frost.bench.doc_tables import BENCH_JSON, FORWARD_JSON, TABLES, DocTableError, load_report, render, replace_between
 from readme_blocks import ROOT
 
 
 def test_docs_tables_equal_a_fresh_generation():
-    for path, text in render(ROOT, load_report(ROOT / BENCH_JSON)).items():
+    for path, text in render(ROOT).items():
         assert path.read_text(encoding="utf-8") == text, f"{path}: run python3 -m frost.bench.doc_tables"
 
 
@@ -22,26 +22,31 @@ def _row(table: str, first_cell: str) -> list[str]:
     return [c.strip() for c in line.strip("|").split("|")]
 
 
-def test_cells_are_peer_time_over_frost_time():
+@pytest.mark.parametrize("bench", [BENCH_JSON, FORWARD_JSON])
+def test_cells_are_peer_time_over_frost_time(bench):
     """Checked from the raw milliseconds, not through the report's own ratio helper."""
-    data = json.loads((ROOT / BENCH_JSON).read_text(encoding="utf-8"))
+    data = json.loads((ROOT / bench).read_text(encoding="utf-8"))
     ms = {(r["case"], r["backend"]): r["ms"] for r in data["results"] if r["status"] == "ok"}
-    table = doc_tables.full_table(load_report(ROOT / BENCH_JSON))
+    table = doc_tables.full_table(load_report(ROOT / bench))
     header = [c.strip() for c in table.splitlines()[2].strip("|").split("|")]
+    measured = {r["backend"] for r in data["results"]}
     for case in data["cases"]:
         row = dict(zip(header, _row(table, case["name"])))
         for backend, label in doc_tables.PEER_LABELS.items():
+            if backend not in measured:
+                continue
             want = f"{ms[case['name'], backend] / ms[case['name'], 'frost']:.2f}" \
                 if (case["name"], backend) in ms else "-"
             assert row[f"vs {label}"] == want, (case["name"], backend)
 
 
-def test_tables_name_the_date_device_and_peers():
-    report = load_report(ROOT / BENCH_JSON)
-    for (_, _), render_table in TABLES.items():
+def test_tables_name_the_pass_date_device_and_peers():
+    for (_, _), (source, render_table) in TABLES.items():
+        report = load_report(ROOT / source)
         text = render_table(report)
-        for fact in (report.meta["date"], report.meta["device"], "FA2", "FA4"):
-            assert fact in text
+        for fact in (report.meta.get("pass", "backward").capitalize(), report.meta["date"], report.meta["device"],
+                     "FA2", "FA4"):
+            assert fact in text, (source, fact)
 
 
 def test_a_bench_file_without_a_date_is_refused(tmp_path):
@@ -58,7 +63,7 @@ def test_a_document_without_markers_is_refused():
 
 
 def test_check_finds_a_stale_table_and_a_rewrite_fixes_it(tmp_path):
-    for rel in {rel for rel, _ in TABLES}:
+    for rel in {rel for rel, _ in TABLES} | {source for source, _ in TABLES.values()}:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     (tmp_path / BENCH_JSON).parent.mkdir(parents=True, exist_ok=True)
