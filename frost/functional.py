@@ -54,15 +54,21 @@ def sdpa_backward(q, k, v, out, dout, lse, *, softmax_scale=None, causal=False, 
     if sink is not None:
         grads["dsink"] = torch.empty(sink.shape, dtype=torch.float32, device=sink.device)
     tensors = given | grads
-    plan = PLANS.get_or_build(key, lambda: _build(tensors, options, q.device))
+    run_plan(PLANS.get_or_build(key, lambda: _build(tensors, options, q.device)), tensors, q.device)
+    return grads["dq"], grads["dk"], grads["dv"], grads.get("dsink")
+
+
+def run_plan(plan, tensors: dict, device) -> None:
+    """Execute a functional call's plan on its BSHD tensors. A plan that runs seq-major skips plan.execute's
+    per-tensor checks (the call's key holds what they compare: its tensors built the plan) and takes the BSHD
+    tensors as they are; an error from the launch is named in the caller's terms."""
     try:
-        if plan.runs_seq_major:  # the key holds what plan.execute would check (tensors built the plan: _build)
-            plan._execute_trusted_seq_major(tensors, q.device)
+        if plan.runs_seq_major:
+            plan._execute_trusted_seq_major(tensors, device)
         else:
             plan.execute({n: (t.transpose(1, 2) if n in ROLES_4D else t) for n, t in tensors.items()})
-    except TensorError as exc:   # a pointer's alignment or a length's value, named in the caller's terms
+    except TensorError as exc:   # a pointer's alignment or a length's value
         raise in_caller_terms(exc) from exc
-    return grads["dq"], grads["dk"], grads["dv"], grads.get("dsink")
 
 
 def _build(tensors: dict, options: tuple, device):

@@ -17,7 +17,7 @@ import torch
 
 from frost.compile_api import build_plan, compiler_tag
 from frost.errors import TensorError
-from frost.functional import ROLES_4D, _meta, _spec, strict_bool, target_of, window
+from frost.functional import ROLES_4D, _meta, _spec, run_plan, strict_bool, target_of, window
 from frost.functional_checks import check_options, check_tensors, in_caller_terms, is_empty
 from frost.ir import Graph, SdpaForwardInputs, SdpaForwardOp, SdpaForwardOutputs
 from frost.lowering.plan_cache import PLANS
@@ -42,14 +42,7 @@ def sdpa_forward(q, k, v, *, softmax_scale=None, causal=False, window_size=(None
     outputs = {"o": q.new_empty((b, sq, hq, v.shape[3])),
                "lse": torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)}
     tensors = given | outputs
-    plan = PLANS.get_or_build(key, lambda: _build(tensors, options, q.device))
-    try:
-        if plan.runs_seq_major:  # the key holds what plan.execute would check (tensors built the plan: _build)
-            plan._execute_trusted_seq_major(tensors, q.device)
-        else:
-            plan.execute({n: (t.transpose(1, 2) if n in ROLES_4D else t) for n, t in tensors.items()})
-    except TensorError as exc:   # a pointer's alignment or a length's value, named in the caller's terms
-        raise in_caller_terms(exc) from exc
+    run_plan(PLANS.get_or_build(key, lambda: _build(tensors, options, q.device)), tensors, q.device)
     return outputs["o"], outputs["lse"]
 
 

@@ -50,6 +50,7 @@ from frost.kernels.backward.launch import Launch, Problem, problem_mask
 from frost.kernels.backward.preprocess import SEM_ROWS
 from frost.kernels.backward.selection import KernelKey, Sizes, select
 from frost.kernels.backward.tiles import TileConfig
+from frost.kernels.host_checks import check_length_values, check_side_tensor
 from frost.kernels.mask import MaskSpec
 
 
@@ -231,40 +232,18 @@ class CompiledBackward:
         return batch, heads, heads_kv, seq_q, seq_kv
 
 
-def _check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: bool = True) -> None:
-    import torch
-
-    if not isinstance(t, torch.Tensor):
-        raise TensorError(name, type(t).__name__, f"a {dtype} tensor of shape {shape} on {device}")
-    if tuple(t.shape) != shape:
-        raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
-    if t.dtype != dtype:
-        raise TensorError(f"{name}.dtype", t.dtype, f"{dtype}")
-    if t.device != device:
-        raise TensorError(f"{name}.device", t.device, f"{device} (the device of q)")
-    if contiguous and t.numel() > 1 and t.stride(0) != 1:
-        raise TensorError(f"{name}.stride", t.stride(), "contiguous")
-
-
 def _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink, dlse=None) -> None:
     """Validate the optional runtime tensors (before any launch)."""
     import torch
 
     for name, t in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
         if t is not None:
-            _check_side_tensor(name, t, (batch,), torch.int32, q.device)
+            check_side_tensor(name, t, (batch,), torch.int32, q.device)
     if (sink is None) != (dsink is None):
         raise TensorError("dsink", None if dsink is None else "a tensor",
                           "a fp32 (Hq,) output exactly when sink is given")
     if sink is not None:
-        _check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
-        _check_side_tensor("dsink", dsink, (heads,), torch.float32, q.device)
+        check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
+        check_side_tensor("dsink", dsink, (heads,), torch.float32, q.device)
     if dlse is not None:
-        _check_side_tensor("dlse", dlse, (batch, heads, q.shape[2]), torch.float32, q.device, contiguous=False)
-
-
-def check_length_values(seq_len_q, seq_len_kv, seq_q: int, seq_kv: int) -> None:
-    """Per-batch lengths must lie in [0, S]: reads them back, so it synchronizes (skip it under graph capture)."""
-    for name, t, full in (("seq_len_q", seq_len_q, seq_q), ("seq_len_kv", seq_len_kv, seq_kv)):
-        if t is not None and t.numel() and (int(t.min()) < 0 or int(t.max()) > full):
-            raise TensorError(name, t.tolist(), f"lengths in [0, {full}]")
+        check_side_tensor("dlse", dlse, (batch, heads, q.shape[2]), torch.float32, q.device, contiguous=False)

@@ -15,10 +15,10 @@ takes pointers as Python ints, scalars as Python numbers and the stream as a raw
 launches the kernels, so a backward costs one Python -> C call."""
 
 import importlib
-import threading
 from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
+from frost.kernels.compile_cache import CompileCache
 from frost.kernels.backward.catalogue import MAIN_VARIANTS, dq_gemm_tile, main_variant
 from frost.kernels.backward.selection import DTYPES, KernelKey, tile_key  # noqa: F401 (the compile's names)
 from frost.kernels.backward.tiles import TileConfig
@@ -120,16 +120,9 @@ def _dq_gemm_kernel(dt, key: KernelKey, tile: TileConfig, arch):
                         main_kn=tile.n_block, keys_major=not tile.warp_grid)
 
 
-_CACHE: dict = {}
-_LOCK = threading.Lock()
+_CACHE: CompileCache[KernelKey, CompiledKernels] = CompileCache(lambda key: compile_kernels(key))
 
 
 def get_kernels(key: KernelKey) -> CompiledKernels:
     """In-process cache of compiled kernel sets."""
-    with _LOCK:
-        hit = _CACHE.get(key)
-    if hit is None:
-        hit = compile_kernels(key)
-        with _LOCK:
-            hit = _CACHE.setdefault(key, hit)
-    return hit
+    return _CACHE.get(key)

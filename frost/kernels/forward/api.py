@@ -90,7 +90,8 @@ class CompiledForward:
     def __call__(self, q, k, v, o, lse, *, scale: float, causal: bool = False, alignment: str = "top_left",
                  band_left: int | None = None, band_right: int | None = None, seq_len_q=None, seq_len_kv=None,
                  sink=None, stream=None, check_lengths: bool = False) -> None:
-        from frost.kernels.forward.checks import check_forward_tensors, check_length_values
+        from frost.kernels.forward.checks import check_forward_tensors
+        from frost.kernels.host_checks import check_length_values
 
         batch, heads, heads_kv, seq_q, seq_kv = check_forward_tensors(self.cfg, q, k, v, o, lse, seq_len_q,
                                                                       seq_len_kv, sink)

@@ -3,8 +3,9 @@ accepted (frost.errors.TensorError), before anything is launched."""
 
 from __future__ import annotations
 
-from frost.limits import MAX_SEQ
 from frost.errors import TensorError
+from frost.kernels.host_checks import check_side_tensor
+from frost.limits import MAX_SEQ
 
 
 def check_forward_tensors(cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink) -> tuple[int, int, int, int, int]:
@@ -39,9 +40,9 @@ def check_forward_tensors(cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink) -> 
         raise TensorError("q.device", str(q.device), "a CUDA device (the kernel runs there)")
     for name, t in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
         if t is not None:
-            _check_side(name, t, (batch,), torch.int32, q.device)
+            check_side_tensor(name, t, (batch,), torch.int32, q.device)
     if sink is not None:
-        _check_side("sink", sink, (heads,), torch.float32, q.device)
+        check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
     return batch, heads, heads_kv, seq_q, seq_kv
 
 
@@ -55,25 +56,3 @@ def _check_io(name: str, t, shape: tuple, dtype, device) -> None:
     if t.numel() and (t.stride(3) != 1 or any(s % 8 for s in t.stride()[:3]) or t.data_ptr() % 16):
         raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides multiples of "
                           "8 elements, and a 16-byte aligned base address")
-
-
-def _check_side(name: str, t, shape: tuple, dtype, device) -> None:
-    import torch
-
-    if not isinstance(t, torch.Tensor):
-        raise TensorError(name, type(t).__name__, f"a {dtype} tensor of shape {shape} on {device}")
-    if tuple(t.shape) != shape:
-        raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
-    if t.dtype != dtype:
-        raise TensorError(f"{name}.dtype", t.dtype, f"{dtype}")
-    if t.device != device:
-        raise TensorError(f"{name}.device", str(t.device), f"{device} (the device of q)")
-    if t.numel() > 1 and t.stride(0) != 1:
-        raise TensorError(f"{name}.stride", t.stride(), "contiguous")
-
-
-def check_length_values(seq_len_q, seq_len_kv, seq_q: int, seq_kv: int) -> None:
-    """Per-batch lengths must lie in [0, S]: reads them back, so it synchronizes (skip it under graph capture)."""
-    for name, t, full in (("seq_len_q", seq_len_q, seq_q), ("seq_len_kv", seq_len_kv, seq_kv)):
-        if t is not None and t.numel() and (int(t.min()) < 0 or int(t.max()) > full):
-            raise TensorError(name, t.tolist(), f"lengths in [0, {full}]")

@@ -9,10 +9,10 @@ a cross-compile: the result can be inspected (cubin) but not launched."""
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
+from frost.kernels.compile_cache import CompileCache
 from frost.kernels.forward.tiles import ForwardTile, forward_tile
 
 DTYPES = ("float16", "bfloat16")
@@ -88,16 +88,9 @@ def compile_forward_kernel(key: ForwardKey, keep_cubin: bool = False,
     return CompiledForwardKernel(key, _launcher(compiled), kernel.smem_bytes, cubin, compiled)
 
 
-_CACHE: dict = {}
-_LOCK = threading.Lock()
+_CACHE: CompileCache[ForwardKey, CompiledForwardKernel] = CompileCache(lambda key: compile_forward_kernel(key))
 
 
 def get_forward_kernel(key: ForwardKey) -> CompiledForwardKernel:
     """In-process cache of compiled forward kernels."""
-    with _LOCK:
-        hit = _CACHE.get(key)
-    if hit is None:
-        hit = compile_forward_kernel(key)
-        with _LOCK:
-            hit = _CACHE.setdefault(key, hit)
-    return hit
+    return _CACHE.get(key)

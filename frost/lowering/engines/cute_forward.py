@@ -57,7 +57,7 @@ def _launchers(kernel, op, facts: Facts):
     mask = dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment, band_left=op.band_left,
                 band_right=op.band_right)
 
-    from frost.kernels.forward.checks import check_length_values
+    from frost.kernels.host_checks import check_length_values
 
     def launch(q, k, v, o, lse, tensors: dict, stream) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}

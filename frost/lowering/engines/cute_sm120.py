@@ -137,7 +137,7 @@ def _launchers(kernel, op, facts: Facts, problem):
                 if name is not None}
     scratch = "sink" in optional and "dsink" not in optional
     padded = "seq_len_q" in optional or "seq_len_kv" in optional
-    from frost.kernels.backward.api import check_length_values
+    from frost.kernels.host_checks import check_length_values
 
     launch = kernel.bind(problem)
 
