@@ -12,9 +12,9 @@ PREFIX = b"frost-fake-kernel\n"
 
 
 class FakeKernel:
-    """Binds like the real backward kernel set (frost.kernels.backward.api.CompiledBackward.bind): ``bind(problem)``
-    returns a launch that records its arguments and does nothing else. Called like the real forward
-    (frost.kernels.forward.api.CompiledForward), it records the call the same way."""
+    """Binds like the real kernels (frost.kernels.backward.api.CompiledBackward.bind, and
+    frost.kernels.forward.api.CompiledForward.bind): ``bind(problem)`` records the problem (or the forward's mask)
+    and returns a launch that records its arguments and does nothing else."""
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -24,9 +24,6 @@ class FakeKernel:
     def bind(self, problem):
         self.problems.append(problem)
         return lambda *args, **optional: self.launches.append((args, optional))
-
-    def __call__(self, *args, **options) -> None:
-        self.launches.append((args, options))
 
 
 class FakeCompiler:

@@ -54,9 +54,10 @@ def test_the_kernel_plan_launches_the_forward_once_without_workspace():
     want = (inputs["q"], inputs["k"], inputs["v"], outs["attn.o"], outs["attn.lse"])
     assert len(args) == 5 and all(a is b for a, b in zip(args, want))
     assert options["sink"] is inputs["sink"] and options["seq_len_kv"] is inputs["seq_len_kv"]
-    assert (options["causal"], options["alignment"], options["band_left"], options["band_right"]) == \
-        (True, "bottom_right", 7, None)
-    assert options["scale"] == pytest.approx(64 ** -0.5) and options["stream"] is None
+    assert options["stream"] is None
+    (mask,) = kernel.problems      # bound once, at lowering
+    assert (mask.causal, mask.alignment, mask.band_left, mask.band_right) == (True, "bottom_right", 7, None)
+    assert mask.scale == pytest.approx(64 ** -0.5)
 
 
 def test_features_and_shapes_share_one_kernel():

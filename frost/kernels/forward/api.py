@@ -79,42 +79,72 @@ def mask_values(causal: bool, alignment: str, band_left, band_right) -> tuple[in
     return left, right, spec.flags()
 
 
+@dataclass(frozen=True)
+class ForwardMask:
+    """What a plan fixes for every call of its forward: the softmax scale and the mask (mask.MaskSpec's rules)."""
+    scale: float
+    causal: bool = False
+    alignment: str = "top_left"
+    band_left: int | None = None
+    band_right: int | None = None
+
+
 class CompiledForward:
     def __init__(self, cfg: ForwardConfig, kernel=None):
         """``kernel``: an already compiled CompiledForwardKernel for ``cfg.key`` (by default the in-process
         cache compiles or returns it)."""
         self.cfg = cfg
         self.kernel = get_forward_kernel(cfg.key) if kernel is None else kernel
-        self._launch = self.kernel.forward
 
     def __call__(self, q, k, v, o, lse, *, scale: float, causal: bool = False, alignment: str = "top_left",
                  band_left: int | None = None, band_right: int | None = None, seq_len_q=None, seq_len_kv=None,
                  sink=None, stream=None, check_lengths: bool = False) -> None:
+        """Checks every tensor, then launches (bind + call)."""
         from frost.kernels.forward.checks import check_forward_tensors
         from frost.kernels.host_checks import check_length_values
 
-        batch, heads, heads_kv, seq_q, seq_kv = check_forward_tensors(self.cfg, q, k, v, o, lse, seq_len_q,
-                                                                      seq_len_kv, sink)
+        _, _, _, seq_q, seq_kv = check_forward_tensors(self.cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink)
         if check_lengths:
             check_length_values(seq_len_q, seq_len_kv, seq_q, seq_kv)
+        launch = self.bind(ForwardMask(scale, causal, alignment, band_left, band_right))
+        launch(q, k, v, o, lse, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink, stream=stream)
+
+    def bind(self, mask: ForwardMask) -> "BoundForward":
+        """A launch with ``mask`` fixed, for callers that have checked the tensors themselves (the engine, whose
+        executor checks them against the plan): a call then only reads pointers, sizes and strides."""
+        scale = mask.scale
         if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
             raise TensorError("scale", scale, "a finite number > 0 (the softmax's max runs on unscaled scores)")
-        left, right, flags = mask_values(causal, alignment, band_left, band_right)
-        flags |= (FLAG_SEQ_Q if seq_len_q is not None else 0) | (FLAG_SEQ_KV if seq_len_kv is not None else 0)
-        flags |= FLAG_SINK if sink is not None else 0
+        left, right, flags = mask_values(mask.causal, mask.alignment, mask.band_left, mask.band_right)
+        return BoundForward(self.kernel.forward, self.cfg, float(scale) * LOG2_E, left, right, flags)
+
+
+@dataclass(frozen=True)
+class BoundForward:
+    launch: object          # the compiled host entry
+    cfg: ForwardConfig
+    scale_log2: float
+    band_left: int
+    band_right: int
+    flags: int              # the mask's flags; the optional inputs' flags are added per call
+
+    def __call__(self, q, k, v, o, lse, *, seq_len_q=None, seq_len_kv=None, sink=None, stream=None) -> None:
+        batch, heads, seq_q = q.shape[:3]
         if batch == 0 or heads == 0 or seq_q == 0:
             return
+        flags = self.flags | (FLAG_SEQ_Q if seq_len_q is not None else 0) | \
+            (FLAG_SEQ_KV if seq_len_kv is not None else 0) | (FLAG_SINK if sink is not None else 0)
         stand_in = lse.data_ptr()  # never read: its flag is off
         ptrs = [q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                 stand_in if seq_len_q is None else seq_len_q.data_ptr(),
                 stand_in if seq_len_kv is None else seq_len_kv.data_ptr(),
                 stand_in if sink is None else sink.data_ptr()]
-        sizes = (batch, heads, heads_kv, seq_q, seq_kv, self.cfg.head_dim_qk, self.cfg.head_dim_v)
+        sizes = (batch, heads, k.shape[1], seq_q, k.shape[2], self.cfg.head_dim_qk, self.cfg.head_dim_v)
         strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride())
         device = q.get_device()
         s = _current_stream(device) if stream is None else _raw_stream(stream)
         with _device_guard(device):
-            self._launch(*ptrs, *sizes, *strides, float(scale) * LOG2_E, left, right, flags, s)
+            self.launch(*ptrs, *sizes, *strides, self.scale_log2, self.band_left, self.band_right, flags, s)
 
 
 def _raw_stream(stream) -> int:

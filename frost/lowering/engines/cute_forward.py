@@ -47,23 +47,24 @@ def lower_forward(graph, op, facts: Facts, target: str) -> Lowering:
 
 def _launchers(kernel, op, facts: Facts):
     """The op's run(tensors, workspace, stream) over logical (B, H, S, D) tensors, and its twin for 4-D tensors in
-    (B, S, H, D) order (Lowering.run_seq_major), both calling the bound kernel (a CompiledForward, or a test fake
-    that records its calls). The executor has checked every tensor against the plan before run."""
+    (B, S, H, D) order (Lowering.run_seq_major), both calling the kernel (a CompiledForward, or a test fake that
+    records its calls) bound once to the plan's scale and mask. The executor has checked every tensor against the
+    plan before run, so a call only gathers pointers and strides."""
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, outs.o, outs.lse)
     optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
                                             ("sink", ins.sink)) if name is not None}
     padded = "seq_len_q" in optional or "seq_len_kv" in optional
-    mask = dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment, band_left=op.band_left,
-                band_right=op.band_right)
-
+    from frost.kernels.forward.api import ForwardMask
     from frost.kernels.host_checks import check_length_values
+
+    bound = kernel.bind(ForwardMask(facts.attn_scale, op.causal, op.alignment, op.band_left, op.band_right))
 
     def launch(q, k, v, o, lse, tensors: dict, stream) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
         if padded and check_seq_len_values():
             check_length_values(extra.get("seq_len_q"), extra.get("seq_len_kv"), facts.seq_q, facts.seq_kv)
-        kernel(q, k, v, o, lse, stream=stream, **mask, **extra)
+        bound(q, k, v, o, lse, stream=stream, **extra)
 
     def run(tensors: dict, workspace: dict, stream) -> None:
         launch(*operands(tensors), tensors, stream)
