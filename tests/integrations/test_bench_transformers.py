@@ -1,0 +1,57 @@
+"""benchmarks/bench_transformers.py runs at its tiny size on the CPU: it writes the markdown table, the JSON of raw
+numbers and (with matplotlib) the plot, measures both implementations, and marks eager above --skip-eager-above as
+not run."""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_transformers.py"
+
+
+def _load_bench():
+    spec = importlib.util.spec_from_file_location("bench_transformers", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread: the tiny ops are far slower when torch's threads contend with other processes."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_tiny_cpu_run_writes_table_json_and_plot(tmp_path, one_thread):
+    out = tmp_path / "slice.md"
+    bench = _load_bench()
+    results = bench.main(["--device", "cpu", "--tiny", "--seqs", "32,48", "--skip-eager-above", "32",
+                          "--iters", "2", "--warmup", "1", "--out", str(out)])
+    rows = {(r["seq_len"], r["impl"]): r for r in results["rows"]}
+    assert set(rows) == {(s, impl) for s in (32, 48) for impl in ("eager", "frost")}
+    ran = [rows[(32, "eager")], rows[(32, "frost")], rows[(48, "frost")]]
+    for r in ran:
+        for m in (r["slice"], *r["attention"].values()):
+            assert m["status"] == "ok" and len(m["times_ms"]) == 2
+            assert math.isfinite(m["ms"]) and m["ms"] > 0
+    skipped = rows[(48, "eager")]
+    assert {m["status"] for m in (skipped["slice"], *skipped["attention"].values())} == {bench.NOT_RUN}
+
+    assert json.loads(out.with_suffix(".json").read_text()) == json.loads(json.dumps(results))
+    table = out.read_text()
+    detail = [line.split("|")[1:3] for line in table.splitlines() if line.startswith("| ") and "impl" not in line]
+    impl_rows = {(int(s), impl.strip()) for s, impl in detail if impl.strip() in ("eager", "frost")}
+    assert impl_rows == set(rows)
+    summary = [cells for cells in detail if cells[0].strip() == "48" and cells[1].strip() not in ("eager", "frost")]
+    assert summary == [[" 48 ", " not run "]]   # the summary row: eager's column says why it has no number
+    has_matplotlib = importlib.util.find_spec("matplotlib") is not None
+    assert out.with_suffix(".png").exists() == has_matplotlib
