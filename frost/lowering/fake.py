@@ -27,17 +27,21 @@ class FakeKernel:
 
 
 class FakeCompiler:
-    """Counts compiles; serialises a kernel as its key, so a disk round trip can be checked byte for byte."""
+    """Counts compiles and keeps the kernels it compiled (tests read their launches back); serialises a kernel as
+    its key, so a disk round trip can be checked byte for byte."""
 
     def __init__(self, name: str = "fake", device_type: str = "cpu", persist: bool = True) -> None:
         self.name, self.device_type, self.persist = name, device_type, persist
         self.compiled: list[str] = []
+        self.kernels: list[FakeKernel] = []
         self._lock = threading.Lock()
 
     def compile(self, unit: KernelUnit) -> FakeKernel:
+        kernel = FakeKernel(unit.key)
         with self._lock:
             self.compiled.append(unit.key)
-        return FakeKernel(unit.key)
+            self.kernels.append(kernel)
+        return kernel
 
     def serialize(self, kernel: FakeKernel, unit: KernelUnit) -> bytes | None:
         return PREFIX + kernel.key.encode() if self.persist else None

@@ -127,17 +127,7 @@ def test_exported():
 def kernel_engine(monkeypatch):
     """CPU tensors planned for an SM120 target: the cute_sm120 engine's host path with no-op kernels."""
     monkeypatch.setitem(functional._targets, torch.device("cpu"), "sm_120")
-
-    class Keeping(FakeCompiler):
-        def __init__(self):
-            super().__init__(persist=False)
-            self.kernels = []
-
-        def compile(self, unit):
-            self.kernels.append(super().compile(unit))
-            return self.kernels[-1]
-
-    with use_compiler("cute_sm120", Keeping()) as compiler:
+    with use_compiler("cute_sm120", FakeCompiler(persist=False)) as compiler:
         yield compiler
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from frost.ir import sdpa_backward_graph
-from frost.lowering import FakeCompiler
 from frost.reference import attention_forward
 
 DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
@@ -40,15 +39,3 @@ def inputs_for(graph, seed: int = 0, device="cpu") -> dict[str, torch.Tensor]:
     out[ins.o].copy_(o)
     out[ins.lse].copy_(lse)
     return out
-
-
-class Keeping(FakeCompiler):
-    """A fake compiler that keeps its kernels, to read their launches back."""
-
-    def __init__(self):
-        super().__init__(persist=False)
-        self.kernels = []
-
-    def compile(self, unit):
-        self.kernels.append(super().compile(unit))
-        return self.kernels[-1]

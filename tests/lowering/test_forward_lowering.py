@@ -12,7 +12,7 @@ from frost.errors import TensorError
 from frost.ir import GraphBuilder, sdpa_forward_graph
 from frost.lowering import FakeCompiler, cache_stats, clear_caches, use_compiler
 from frost.reference import attention_backward, attention_forward
-from lowering_helpers import DTYPES, Keeping
+from lowering_helpers import DTYPES
 
 
 def _inputs(graph, seed: int = 0, short: int = 5) -> dict:
@@ -41,7 +41,7 @@ def _forward(**kw):
 
 def test_the_kernel_plan_launches_the_forward_once_without_workspace():
     graph = _forward()
-    with use_compiler("cute_sm120", Keeping()) as compiler:
+    with use_compiler("cute_sm120", FakeCompiler(persist=False)) as compiler:
         plan = api.compile(graph, target="sm_120")
         assert plan.engine == "cute_sm120" and plan.workspace_size == 0
         (launch,) = plan.kernels
@@ -93,7 +93,7 @@ def test_bad_lengths_are_refused_before_the_launch(monkeypatch):
     graph = _forward()
     inputs = _inputs(graph)
     inputs["seq_len_q"][0] = 1000
-    with use_compiler("cute_sm120", Keeping()) as compiler:
+    with use_compiler("cute_sm120", FakeCompiler(persist=False)) as compiler:
         plan = api.compile(graph, target="sm_120")
         with pytest.raises(TensorError, match="seq_len_q"):
             plan.execute(inputs)
@@ -149,7 +149,7 @@ def test_a_forward_and_its_backward_run_in_one_plan(reverse):
 
 def test_a_forward_and_its_backward_on_the_kernel_engine():
     graph = _layer(reverse=True, dtype="bfloat16")
-    with use_compiler("cute_sm120", Keeping()) as compiler:
+    with use_compiler("cute_sm120", FakeCompiler(persist=False)) as compiler:
         plan = api.compile(graph, target="sm_120")
         assert plan.engines == {"fwd": "cute_sm120", "bwd": "cute_sm120"}
         assert [k.name for k in plan.kernels] == ["fwd/forward", "bwd/backward"]

@@ -10,15 +10,14 @@ import torch
 
 import frost.functional as functional
 from frost.errors import TensorError
-from frost.lowering import use_compiler
-from lowering_helpers import Keeping
+from frost.lowering import FakeCompiler, use_compiler
 
 
 @pytest.fixture
 def kernel_engine(monkeypatch):
     """CPU tensors planned for an SM120 target: the cute_sm120 engine's host path with no-op kernels."""
     monkeypatch.setitem(functional._targets, torch.device("cpu"), "sm_120")
-    with use_compiler("cute_sm120", Keeping()) as compiler:
+    with use_compiler("cute_sm120", FakeCompiler(persist=False)) as compiler:
         yield compiler
 
 

@@ -8,8 +8,8 @@ import torch
 
 import frost.compile_api as api
 from frost.errors import TensorError
-from frost.lowering import use_compiler
-from lowering_helpers import Keeping, inputs_for, small_graph
+from frost.lowering import FakeCompiler, use_compiler
+from lowering_helpers import inputs_for, small_graph
 
 
 def _launches(graph, bad_length: bool = False) -> list:
@@ -17,7 +17,7 @@ def _launches(graph, bad_length: bool = False) -> list:
     inputs = inputs_for(graph)
     if bad_length:
         inputs[graph.sdpa_ops()[0].inputs.seq_len_q][0] = 10_000
-    with use_compiler("cute_sm120", Keeping()) as compiler:
+    with use_compiler("cute_sm120", FakeCompiler(persist=False)) as compiler:
         plan = api.compile(graph, target="sm_120")
         assert plan.engine == "cute_sm120"
         plan.execute(inputs, workspace=plan.new_workspace())
