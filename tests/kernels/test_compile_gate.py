@@ -20,26 +20,15 @@ too. Compiles run in parallel processes (one per CPU).
 Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""
 
 import os
-import re
-import subprocess
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from tools.sass import PIP_HINT, find_tool, resources_by_function
+from gate_checks import ARCHS, SMEM_LIMIT, local_memory_problems, sass_problems, tool
+from tools.sass import resources_by_function
 
 pytestmark = pytest.mark.compile_gate
-
-ARCHS = ("sm_120a", "sm_90a")
-SMEM_LIMIT = 101376
-
-
-def _tool(name: str) -> str:
-    found = find_tool(name)
-    if found is None:
-        pytest.fail(f"{name} not found: {PIP_HINT}")
-    return found
 
 
 def _builds():
@@ -84,8 +73,8 @@ def _resources(cubin: str) -> dict:
 def test_compile_gate():
     from frost.kernels.backward.catalogue import DQ_GEMM_TILES, MHA_PTXAS, narrow_pads, served_pads
 
-    _tool("cuobjdump")
-    nvdisasm = _tool("nvdisasm")
+    tool("cuobjdump")
+    nvdisasm = tool("nvdisasm")
     served, variants = _builds()
     items = served + variants
     with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
@@ -98,13 +87,8 @@ def test_compile_gate():
             if set(resources) != expected:
                 problems.append(f"{tag}: kernels {sorted(resources)} in the cubin, expected {sorted(expected)}")
             for name, res in resources.items():
-                if res["STACK"] or res["LOCAL"]:
-                    problems.append(f"{tag} {name}: local memory (spill/stack) {res}")
-            sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True, check=True).stdout
-            if re.search(r"\b(STL|LDL)\b", sass):
-                problems.append(f"{tag}: local-memory instructions (STL/LDL) in the SASS")
-            if "HMMA.16816.F32" not in sass or "LDSM.16" not in sass:
-                problems.append(f"{tag} main: no HMMA.16816.F32 / LDSM in SASS")
+                problems += local_memory_problems(f"{tag} {name}", res)
+            problems += sass_problems(nvdisasm, cubin, tag)
             if "main" in resources and smem + resources["main"]["SHARED"] > SMEM_LIMIT:
                 problems.append(f"{tag} main: shared memory {smem} + {resources['main']['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)

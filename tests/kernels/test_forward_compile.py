@@ -6,26 +6,15 @@ shared memory within the SM120 limit (99 KB). Compiles run in parallel processes
 Needs cuobjdump and nvdisasm: pip packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm (>=13.4,<14)."""
 
 import os
-import re
-import subprocess
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from tools.sass import PIP_HINT, find_tool, resources_by_function
+from gate_checks import ARCHS, SMEM_LIMIT, local_memory_problems, sass_problems, tool
+from tools.sass import resources_by_function
 
 pytestmark = pytest.mark.compile_gate
-
-ARCHS = ("sm_120a", "sm_90a")
-SMEM_LIMIT = 101376
-
-
-def _tool(name: str) -> str:
-    found = find_tool(name)
-    if found is None:
-        pytest.fail(f"{name} not found: {PIP_HINT}")
-    return found
 
 
 def _keys():
@@ -49,8 +38,8 @@ def _build(key, outdir):
 def test_forward_compile_gate():
     from frost.kernels.forward.compile import KERNEL_NAME
 
-    _tool("cuobjdump")
-    nvdisasm = _tool("nvdisasm")
+    tool("cuobjdump")
+    nvdisasm = tool("nvdisasm")
     keys = _keys()
     with tempfile.TemporaryDirectory() as tmp, ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         built = list(pool.map(_build, keys, [tmp] * len(keys)))
@@ -62,14 +51,9 @@ def test_forward_compile_gate():
             if len(resources) != 1 or KERNEL_NAME not in next(iter(resources)):
                 problems.append(f"{tag}: functions {[name[:80] for name in resources]}, expected one {KERNEL_NAME}")
             for res in resources.values():
-                if res["STACK"] or res["LOCAL"]:
-                    problems.append(f"{tag}: local memory (spill/stack) {res}")
+                problems += local_memory_problems(tag, res)
                 if smem + res["SHARED"] > SMEM_LIMIT:
                     problems.append(f"{tag}: shared memory {smem} + {res['SHARED']} > {SMEM_LIMIT}")
-            sass = subprocess.run([nvdisasm, "-c", cubin], capture_output=True, text=True, check=True).stdout
-            if re.search(r"\b(STL|LDL)\b", sass):
-                problems.append(f"{tag}: local-memory instructions (STL/LDL) in the SASS")
-            if "HMMA.16816.F32" not in sass or "LDSM.16" not in sass:
-                problems.append(f"{tag}: no HMMA.16816.F32 / LDSM in the SASS")
+            problems += sass_problems(nvdisasm, cubin, tag)
         assert not problems, "\n".join(problems)
     assert len(built) == len(keys) == 2 * 2 * 10
