@@ -39,3 +39,9 @@ def acc_seq_limit(head_dim_qk: int, max_acc_elements: int = MAX_ACC_ELEMENTS) ->
 def max_seq_q(head_dim_qk: int) -> int:
     """The longest query sequence the kernels serve at this head dim."""
     return min(MAX_SEQ, acc_seq_limit(head_dim_qk))
+
+
+def packed_acc_rows(tokens_q: int, batch: int) -> int:
+    """Rows per head of a packed (varlen) problem's fp32 dQ accumulator: the Tq tokens padded to SEQ_PAD, plus one
+    SEQ_PAD of room per segment and one more (kernels/segments.acc_row_base places segment b's rows)."""
+    return -(-tokens_q // SEQ_PAD) * SEQ_PAD + (batch + 1) * SEQ_PAD

@@ -391,7 +391,7 @@ def test_checked_entry_keeps_a_bound_launch_per_problem(monkeypatch):
     calls = {}
     cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
     bwd = api.CompiledBackward(cfg, _recording_kernels(calls))
-    monkeypatch.setattr(api.CompiledBackward, "_check", lambda self, *a: (2, 4, 2, 100, 140))  # CPU tensors
+    monkeypatch.setattr(api.CompiledBackward, "_check", lambda self, *a: (2, 4, 2, 100, 140, 0, 0))  # CPU tensors
     binds = []
     real_bind = api.CompiledBackward.bind
     monkeypatch.setattr(api.CompiledBackward, "bind", lambda self, p: binds.append(p) or real_bind(self, p))

@@ -52,6 +52,7 @@ from frost.kernels.backward.selection import KernelKey, Sizes, select
 from frost.kernels.backward.tiles import TileConfig
 from frost.kernels.host_checks import check_length_values, check_side_tensor
 from frost.kernels.mask import MaskSpec
+from frost.kernels.packed import Packed, check_packed_values
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,13 @@ class KernelConfig:
 
 def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, alignment: str, arch: str, *,
                   band_left: int | None = None, band_right: int | None = None, deterministic: bool = False,
-                  gqa_group: int | None = None, sizes: Sizes | None = None) -> KernelConfig:
+                  gqa_group: int | None = None, sizes: Sizes | None = None, varlen: bool = False) -> KernelConfig:
     """The config of a problem, its kernel set chosen by selection.select from the band, the mode and ``sizes``
-    (None: not known yet; then ``gqa_group``, Hq / Hkv or None, says whether it has GQA)."""
+    (None: not known yet; then ``gqa_group``, Hq / Hkv or None, says whether it has GQA); ``varlen``: packed
+    sequences."""
     mask = MaskSpec(bool(causal), alignment, band_left, band_right)
-    key = select(dtype, arch, head_dim_qk, head_dim_v, mask, deterministic, sizes=sizes, gqa_group=gqa_group)
+    key = select(dtype, arch, head_dim_qk, head_dim_v, mask, deterministic, sizes=sizes, gqa_group=gqa_group,
+                 varlen=varlen)
     return KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch, key)
 
 
@@ -97,17 +100,20 @@ def compile_key(cfg: KernelConfig) -> str:
 
 
 def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, seq_kv: int,
-                      heads_kv: int | None = None) -> list[tuple[str, int]]:
+                      heads_kv: int | None = None, tokens_q: int = 0) -> list[tuple[str, int]]:
     """(name, nbytes) of the caller-owned workspace: fp32 dQ accumulator and per-row LSE*log2(e) and delta
     (rows padded to a multiple of 128), the deterministic-mode dQ-order semaphores (one int32 per 16 rows) and the
     dsink partials (one fp32 per 128 rows). Each region must start 16-byte aligned. No region depends on heads_kv
     (GQA sums dK/dV in registers) or on the features used, so one workspace serves every call of a shape; a
     dq_gemm config's dq_accum region holds the dS workspace instead (ds_workspace.ds_workspace_bytes: B x Hq x Skv x Sq
     x 2 bytes) where that fits ds_workspace.DQ_GEMM_MAX_BYTES (the problems that do not fit run on the ordered or atomic
-    set, which need the plain region)."""
+    set, which need the plain region). A packed (varlen) config's seq_q is max_seqlen_q and its dQ accumulator holds
+    ``tokens_q`` rows per head (limits.packed_acc_rows), not batch x max_seqlen_q."""
     del heads_kv
     rows = batch * heads_q * rowwise.seq_pad(seq_q)
     acc = rows * cfg.head_dim_pad * 4
+    if cfg.key.varlen:
+        acc = heads_q * limits.packed_acc_rows(tokens_q, batch) * cfg.head_dim_pad * 4
     if cfg.key.dq_gemm and dq_gemm_fits(batch, heads_q, seq_q, seq_kv):  # the region holds dS instead
         acc = max(acc, ds_workspace_bytes(batch, heads_q, seq_q, seq_kv))
     return [("dq_accum", acc), ("lse_log2", rows * 4), ("delta", rows * 4),
@@ -150,19 +156,27 @@ class CompiledBackward:
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, *, scale: float, workspace: dict, stream=None,
                  seq_len_q=None, seq_len_kv=None, band_left: int | None = None, band_right: int | None = None,
                  sink=None, dsink=None, deterministic: bool = False, check_lengths: bool = False,
-                 dlse=None) -> None:
-        batch, heads, heads_kv, seq_q, seq_kv = self._check(q, k, v, o, do, lse, dq, dk, dv, workspace)
-        _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink, dlse)
-        if check_lengths:
+                 dlse=None, packed: Packed | None = None) -> None:
+        """``packed``: the segments of a varlen config's call (tensors logical (H, T, D), lse and dlse (Hq, Tq);
+        seq_len_q / seq_len_kv are then seqused). Rows outside every segment are not written."""
+        batch, heads, heads_kv, seq_q, seq_kv, tokens_q, tokens_kv = self._check(q, k, v, o, do, lse, dq, dk, dv,
+                                                                                 workspace, packed)
+        _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink, dlse, packed is not None)
+        if check_lengths and packed is not None:
+            check_packed_values(packed, tokens_q, tokens_kv, seq_len_q, seq_len_kv)
+        elif check_lengths:
             check_length_values(seq_len_q, seq_len_kv, seq_q, seq_kv)
         problem = Problem(batch, heads, heads_kv, seq_q, seq_kv, scale, band_left, band_right, deterministic,
-                          seq_len_q is not None, seq_len_kv is not None, sink is not None, dlse is not None)
+                          seq_len_q is not None, seq_len_kv is not None, sink is not None, dlse is not None,
+                          tokens_q, tokens_kv)
         launch = self._launches.get(problem)
         if launch is None:
             if len(self._launches) >= MAX_BOUND_LAUNCHES:
                 self._launches.pop(next(iter(self._launches)))   # the oldest
             launch = self._launches[problem] = self.bind(problem)
-        launch(q, k, v, o, do, lse, dq, dk, dv, workspace, stream, seq_len_q, seq_len_kv, sink, dsink, dlse)
+        cu = (None, None) if packed is None else (packed.cu_seqlens_q, packed.cu_seqlens_kv)
+        launch(q, k, v, o, do, lse, dq, dk, dv, workspace, stream, seq_len_q, seq_len_kv, sink, dsink, dlse,
+               cu_seqlens_q=cu[0], cu_seqlens_kv=cu[1])
 
     def bind(self, problem: Problem) -> Launch:
         """The fast entry: a Launch for one problem, for callers that check the tensors themselves. The checks
@@ -171,6 +185,10 @@ class CompiledBackward:
         if p.heads_kv == 0 and p.heads or p.heads_kv and p.heads % p.heads_kv:
             raise TensorError("k.shape[1]", p.heads_kv, f"a divisor of the query heads {p.heads} (GQA/MQA)")
         limit_q = limits.max_seq_q(self.cfg.head_dim_qk)
+        if self.cfg.key.varlen and limits.packed_acc_rows(p.tokens_q, p.batch) > limit_q:
+            raise TensorError("q.shape[0] (tokens_q)", p.tokens_q, f"fewer packed rows at head dim "
+                              f"{self.cfg.head_dim_qk} (32-bit offsets into one head's fp32 dQ accumulator of "
+                              f"{limit_q} rows)")
         if p.seq_q > limit_q:
             raise TensorError("q.shape[2] (seq_q)", p.seq_q, f"at most {limit_q} at head dim {self.cfg.head_dim_qk} "
                               "(32-bit offsets into one head's fp32 dQ accumulator)")
@@ -184,7 +202,8 @@ class CompiledBackward:
         workspace holds the dS region)."""
         c = self.cfg
         key = select(c.dtype, c.arch, c.head_dim_qk, c.head_dim_v, problem_mask(c, p), p.deterministic,
-                     sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv), ds_workspace=c.key.dq_gemm)
+                     sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv), ds_workspace=c.key.dq_gemm,
+                     varlen=c.key.varlen)
         if key == c.key:
             return self
         twin = self._twins.get(key)
@@ -192,48 +211,70 @@ class CompiledBackward:
             twin = self._twins[key] = CompiledBackward(replace(c, key=key))
         return twin
 
-    def _check(self, q, k, v, o, do, lse, dq, dk, dv, workspace):
+    def _check(self, q, k, v, o, do, lse, dq, dk, dv, workspace, packed: Packed | None = None):
+        """(batch, heads, heads_kv, seq_q, seq_kv, tokens_q, tokens_kv) of a valid call. Dense tensors are logical
+        (B, H, S, D); a packed (varlen) config's are (H, T, D), lse (Hq, Tq), seq_* its max_seqlens."""
         import torch
 
         cfg = self.cfg
-        batch, heads, seq_q, dqk = q.shape
-        heads_kv, seq_kv = k.shape[1], k.shape[2]
-        want = {"q": (q, (batch, heads, seq_q, dqk)), "k": (k, (batch, heads_kv, seq_kv, dqk)),
-                "v": (v, (batch, heads_kv, seq_kv, cfg.head_dim_v)), "o": (o, (batch, heads, seq_q, cfg.head_dim_v)),
-                "do": (do, (batch, heads, seq_q, cfg.head_dim_v)), "dq": (dq, tuple(q.shape)),
+        if cfg.key.varlen != (packed is not None):
+            raise TensorError("packed", packed, "the segments exactly when the config is a varlen one "
+                              f"(varlen={cfg.key.varlen})")
+        rank = 3 if packed is not None else 4
+        if q.dim() != rank or k.dim() != rank:
+            raise TensorError("q.shape, k.shape", (tuple(q.shape), tuple(k.shape)), f"{rank} dims each")
+        lead, (heads, seq_q, dqk) = tuple(q.shape[:-3]), q.shape[-3:]
+        heads_kv, seq_kv = k.shape[-3], k.shape[-2]
+        want = {"q": (q, lead + (heads, seq_q, dqk)), "k": (k, lead + (heads_kv, seq_kv, dqk)),
+                "v": (v, lead + (heads_kv, seq_kv, cfg.head_dim_v)), "o": (o, lead + (heads, seq_q, cfg.head_dim_v)),
+                "do": (do, lead + (heads, seq_q, cfg.head_dim_v)), "dq": (dq, tuple(q.shape)),
                 "dk": (dk, tuple(k.shape)), "dv": (dv, tuple(v.shape))}
         tdtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[cfg.dtype]
         if dqk != cfg.head_dim_qk:
-            raise TensorError("q.shape[3]", dqk, f"{cfg.head_dim_qk} (this kernel set's head_dim_qk)")
+            raise TensorError(f"q.shape[{rank - 1}]", dqk, f"{cfg.head_dim_qk} (this kernel set's head_dim_qk)")
         for name, (t, shape) in want.items():
-            if tuple(t.shape) != shape:
-                raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
-            if t.dtype != tdtype:
-                raise TensorError(f"{name}.dtype", t.dtype, f"{tdtype}")
-            if t.device != q.device:
-                raise TensorError(f"{name}.device", str(t.device), f"{q.device} (the device of q)")
-            if t.numel() and (t.stride(3) != 1 or any(s % 8 for s in t.stride()[:3]) or t.data_ptr() % 16):
-                raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides "
-                                  "multiples of 8 elements, and a 16-byte aligned base address")
-            if name in ("q", "do") and t.stride(2) >= MAX_SEQ_STRIDE:
-                raise TensorError(f"{name}.stride", t.stride(), f"a sequence stride (dim 2) below {MAX_SEQ_STRIDE} "
-                                  "elements (the kernels address a query tile's rows in 32 bits)")
-        if tuple(lse.shape) != (batch, heads, seq_q) or lse.dtype != torch.float32 or lse.device != q.device:
+            _check_io(name, t, shape, tdtype, q.device)
+        if tuple(lse.shape) != lead + (heads, seq_q) or lse.dtype != torch.float32 or lse.device != q.device:
             raise TensorError("lse", f"{lse.dtype} {tuple(lse.shape)} on {lse.device}",
-                              f"torch.float32 {(batch, heads, seq_q)} on {q.device}")
+                              f"torch.float32 {lead + (heads, seq_q)} on {q.device}")
         if q.device.type != "cuda":
             raise TensorError("q.device", str(q.device), "a CUDA device (the kernels run there)")
-        for name, nbytes in workspace_regions(cfg, batch, heads, seq_q, seq_kv, heads_kv):
+        tokens_q = tokens_kv = 0
+        batch = lead[0] if lead else packed.batch
+        if packed is not None:
+            from frost.kernels.forward.checks import check_packed_side
+
+            tokens_q, tokens_kv = seq_q, seq_kv
+            seq_q, seq_kv = packed.max_seqlen_q, packed.max_seqlen_kv
+            check_packed_side(packed, q.device, tokens_q, tokens_kv, None, None)
+        for name, nbytes in workspace_regions(cfg, batch, heads, seq_q, seq_kv, heads_kv, tokens_q=tokens_q):
             t = workspace.get(name)
             need = max(nbytes, 16)
             if t is None or t.numel() * t.element_size() < need or t.data_ptr() % 16 or t.device != q.device:
                 got = None if t is None else f"{t.numel() * t.element_size()} bytes on {t.device}"
                 raise TensorError(f"workspace[{name!r}]", got, f">= {need} bytes, 16-byte aligned, on {q.device}")
-        return batch, heads, heads_kv, seq_q, seq_kv
+        return batch, heads, heads_kv, seq_q, seq_kv, tokens_q, tokens_kv
 
 
-def _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink, dlse=None) -> None:
-    """Validate the optional runtime tensors (before any launch)."""
+def _check_io(name: str, t, shape: tuple, dtype, device) -> None:
+    """One io tensor: its shape, dtype, device, a contiguous head dim, 16-byte strides and base, and (q, do) a
+    token stride the kernels address in 32 bits."""
+    if tuple(t.shape) != shape:
+        raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
+    if t.dtype != dtype:
+        raise TensorError(f"{name}.dtype", t.dtype, f"{dtype}")
+    if t.device != device:
+        raise TensorError(f"{name}.device", str(t.device), f"{device} (the device of q)")
+    if t.numel() and (t.stride(-1) != 1 or any(s % 8 for s in t.stride()[:-1]) or t.data_ptr() % 16):
+        raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides "
+                          "multiples of 8 elements, and a 16-byte aligned base address")
+    if name in ("q", "do") and t.stride(-2) >= MAX_SEQ_STRIDE:
+        raise TensorError(f"{name}.stride", t.stride(), f"a sequence stride (dim {t.dim() - 2}) below "
+                          f"{MAX_SEQ_STRIDE} elements (the kernels address a query tile's rows in 32 bits)")
+
+
+def _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink, dlse=None, packed: bool = False) -> None:
+    """Validate the optional runtime tensors (before any launch); ``packed``: q is (H, T, D), dlse (Hq, Tq)."""
     import torch
 
     for name, t in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
@@ -246,4 +287,5 @@ def _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink, dlse
         check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
         check_side_tensor("dsink", dsink, (heads,), torch.float32, q.device)
     if dlse is not None:
-        check_side_tensor("dlse", dlse, (batch, heads, q.shape[2]), torch.float32, q.device, contiguous=False)
+        shape = (heads, q.shape[1]) if packed else (batch, heads, q.shape[2])
+        check_side_tensor("dlse", dlse, shape, torch.float32, q.device, contiguous=False)

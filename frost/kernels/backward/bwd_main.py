@@ -50,7 +50,9 @@ from cutlass.cute.nvgpu import warp
 from frost.kernels import cute_utils as cu
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.mask import FLAG_ORDERED_DQ
-from frost.kernels.backward.ordering import block_order, dq_order_peek, dq_order_wait
+from frost.kernels.backward.ordering import block_order, dq_order_peek, dq_order_wait, kv_tile_of_block
+from frost.kernels.backward.rowwise import packed_acc_layout, segment_acc
+from frost.kernels.segments import rebased, segment
 from frost.kernels.backward.preprocess import SEM_ROWS
 from frost.kernels.backward.tiles import TileConfig
 from frost.kernels.backward.bwd_main_dq import MainDq
@@ -58,11 +60,13 @@ from frost.kernels.backward.bwd_main_setup import MainSetup
 
 
 class BwdMainKernel(MainSetup, MainDq):
-    def __init__(self, dtype, tile: TileConfig, arch: ArchConfig, ordered: bool = False):
+    def __init__(self, dtype, tile: TileConfig, arch: ArchConfig, ordered: bool = False, varlen: bool = False):
         """``ordered`` (selection.KernelKey.ordered): compiled for ordered dQ only, reading each query tile's
         semaphore early (dq_order_peek). Else FLAG_ORDERED_DQ decides at run time: the Launch never sends this
-        kernel an ordered problem, but it keeps that path (without it ptxas spills d64; see dq_order_wait)."""
+        kernel an ordered problem, but it keeps that path (without it ptxas spills d64; see dq_order_wait).
+        ``varlen``: packed sequences (kernels/segments.py; _segment_args)."""
         tile.check()
+        self.varlen = varlen
         self.dtype = dtype
         self.tile = tile
         self.arch = arch
@@ -85,8 +89,10 @@ class BwdMainKernel(MainSetup, MainDq):
     def __call__(self, pQ: cute.Pointer, pK: cute.Pointer, pV: cute.Pointer, pdO: cute.Pointer,
                  pLSE2: cute.Pointer, pDelta: cute.Pointer, pdQacc: cute.Pointer, pdQ: cute.Pointer,
                  pdK: cute.Pointer, pdV: cute.Pointer, pSeqQ: cute.Pointer, pSeqKV: cute.Pointer, pSem: cute.Pointer,
+                 pCuQ: cute.Pointer, pCuKV: cute.Pointer,
                  batch: Int32, heads: Int32, heads_kv: Int32, seqlen_q: Int32, seqlen_kv: Int32,
-                 seqlen_q_pad: Int32, head_dim: Int32, head_dim_v: Int32,
+                 seqlen_q_pad: Int32, head_dim: Int32, head_dim_v: Int32, tokens_q: Int32, tokens_kv: Int32,
+                 acc_rows: Int32,
                  q_sb: Int64, q_sh: Int64, q_ss: Int64, k_sb: Int64, k_sh: Int64, k_ss: Int64,
                  v_sb: Int64, v_sh: Int64, v_ss: Int64, do_sb: Int64, do_sh: Int64, do_ss: Int64,
                  dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, dk_sb: Int64, dk_sh: Int64, dk_ss: Int64,
@@ -114,14 +120,19 @@ class BwdMainKernel(MainSetup, MainDq):
                 (batch, heads, sqp, self.D), stride=(cute.assume(acc_rs * heads, divby=128), acc_rs, self.D, 1))),
             SeqQ=cute.make_tensor(pSeqQ, cute.make_layout(batch)),
             SeqKV=cute.make_tensor(pSeqKV, cute.make_layout(batch)),
-            Sem=cute.make_tensor(pSem, cute.make_layout((batch, heads, n_sem), stride=(n_sem * heads, n_sem, 1))))
+            Sem=cute.make_tensor(pSem, cute.make_layout((batch, heads, n_sem), stride=(n_sem * heads, n_sem, 1))),
+            CuQ=cute.make_tensor(pCuQ, cute.make_layout(batch + 1)),
+            CuKV=cute.make_tensor(pCuKV, cute.make_layout(batch + 1)))
+        if cutlass.const_expr(self.varlen):
+            t.dQacc = cute.make_tensor(pdQacc, packed_acc_layout(batch, heads, sqp, acc_rows, self.D))
         smem = self._smem_layouts()
         storage_cls = self._storage_cls(smem)
         self.smem_bytes = storage_cls.size_in_bytes()
         grid, flags = block_order(cute.ceil_div(seqlen_kv, self.N), heads_kv, batch, band_left, band_right,
                                    flags)
         self.kernel(t.Q, t.K, t.V, t.dO, t.LSE2, t.Delta, t.dQacc, t.dQ, t.dK, t.dV, t.SeqQ, t.SeqKV, t.Sem,
-                    heads // heads_kv, scale, scale_log2, band_left, band_right, flags, storage_cls).launch(
+                    t.CuQ, t.CuKV, tokens_q, tokens_kv, heads // heads_kv, scale, scale_log2, band_left, band_right,
+                    flags, storage_cls).launch(
             grid=grid, block=[self.num_threads, 1, 1], stream=stream, min_blocks_per_mp=self.tile.min_blocks,
             smem=launch_smem_bytes(self.arch, self.smem_bytes), preferred_smem_carveout=100)
 
@@ -154,12 +165,13 @@ class BwdMainKernel(MainSetup, MainDq):
     @cute.kernel
     def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mdO: cute.Tensor, mLSE2: cute.Tensor,
                mDelta: cute.Tensor, mdQacc: cute.Tensor, mdQ: cute.Tensor, mdK: cute.Tensor, mdV: cute.Tensor,
-               mSeqQ: cute.Tensor, mSeqKV: cute.Tensor, mSem: cute.Tensor, group: Int32, scale: Float32,
-               scale_log2: Float32, band_left: Int32, band_right: Int32, flags: Int32,
-               storage_cls: cutlass.Constexpr):
+               mSeqQ: cute.Tensor, mSeqKV: cute.Tensor, mSem: cute.Tensor, mCuQ: cute.Tensor, mCuKV: cute.Tensor,
+               tokens_q: Int32, tokens_kv: Int32, group: Int32, scale: Float32, scale_log2: Float32,
+               band_left: Int32, band_right: Int32, flags: Int32, storage_cls: cutlass.Constexpr):
         args = SimpleNamespace(Q=mQ, K=mK, V=mV, dO=mdO, LSE2=mLSE2, Delta=mDelta, dQacc=mdQacc, dQ=mdQ, dK=mdK,
                                dV=mdV, SeqQ=mSeqQ, SeqKV=mSeqKV, Sem=mSem, group=group, band_left=band_left,
-                               band_right=band_right, flags=flags, scale=scale, scale_log2=scale_log2)
+                               band_right=band_right, flags=flags, scale=scale, scale_log2=scale_log2, CuQ=mCuQ,
+                               CuKV=mCuKV, tokens_q=tokens_q, tokens_kv=tokens_kv)
         self._body(args, storage_cls)
 
     @cute.jit
@@ -171,7 +183,8 @@ class BwdMainKernel(MainSetup, MainDq):
             do_dv, do_dk = self.passes[p]
             # everything per pass is re-derived from the kernel arguments (constant bank) so that nothing but
             # the accumulators stays live across a pass (two-pass tiles run at the register limit)
-            mask, g, ld, walk = self._setup(args, s, tidx)
+            a = self._segment_args(args)
+            mask, g, ld, walk = self._setup(a, s, tidx)
             self._load_pass(ld, mask, walk, p == 0, do_dk)
             acc = self._make_acc(mm, do_dv, do_dk)
             self._walk(ld, mm, mask, acc, walk, args.scale_log2, do_dv, do_dk)
@@ -179,8 +192,25 @@ class BwdMainKernel(MainSetup, MainDq):
             cute.arch.sync_threads()
             if cutlass.const_expr(do_dk):
                 self._dq_release_last(ld, walk)
-            self._store_dkv(mm, acc, self._epilogue_views(args, g), args.K.shape[2], args.Q.shape[3],
-                            args.V.shape[3], args.scale, do_dv, do_dk)
+            self._store_dkv(mm, acc, self._epilogue_views(a, g), a.K.shape[2], a.Q.shape[3], a.V.shape[3],
+                            a.scale, do_dv, do_dk)
+
+    def _segment_args(self, a):
+        """The kernel's arguments, for a packed problem (``varlen``) with every tensor re-based onto this CTA's
+        segments (segments.rebased: its batch's tokens, S its segment's extent; the dQ accumulator on its rows).
+        Traced inline."""
+        if cutlass.const_expr(not self.varlen):
+            return a
+        _, _, batch = kv_tile_of_block(a.flags)
+        start_q, extent_q = segment(a.CuQ, batch, a.tokens_q, a.Q.shape[2])
+        start_kv, extent_kv = segment(a.CuKV, batch, a.tokens_kv, a.K.shape[2])
+        moved = SimpleNamespace(**vars(a))
+        for name in ("Q", "dO", "dQ"):
+            setattr(moved, name, rebased(getattr(a, name), start_q, extent_q))
+        for name in ("K", "V", "dK", "dV"):
+            setattr(moved, name, rebased(getattr(a, name), start_kv, extent_kv))
+        moved.dQacc = segment_acc(a.dQacc, start_q, batch, self.D)
+        return moved
 
     def _epilogue_views(self, a, g):
         """Hook: the gmem views a pass stores dK/dV through (its own, made before the walk)."""

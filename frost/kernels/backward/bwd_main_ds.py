@@ -86,8 +86,8 @@ class BwdMainDsKernel(_StoresDs, BwdMainPipeKernel):
     _KEYS_MAJOR = True
     _DS_BUFFERS = 2
 
-    def __init__(self, dtype, tile, arch, ordered: bool = False):
-        assert not ordered and tile.dq_lag_mbar and (tile.n_block, tile.m_block) == (MAIN_KN, QM), tile
+    def __init__(self, dtype, tile, arch, ordered: bool = False, varlen: bool = False):
+        assert not (ordered or varlen) and tile.dq_lag_mbar and (tile.n_block, tile.m_block) == (MAIN_KN, QM), tile
         BwdMainPipeKernel.__init__(self, dtype, tile, arch, ordered)
 
     def _ds_tile(self, s):
@@ -102,8 +102,8 @@ class BwdMainRowsDsKernel(_StoresDs, BwdMainKernel):
     _BASE = BwdMainKernel
     _KEYS_MAJOR = True
 
-    def __init__(self, dtype, tile, arch, ordered: bool = False):
-        assert not (ordered or tile.dq_lag or tile.warp_grid) and tile.m_block == QM, tile
+    def __init__(self, dtype, tile, arch, ordered: bool = False, varlen: bool = False):
+        assert not (ordered or varlen or tile.dq_lag or tile.warp_grid) and tile.m_block == QM, tile
         assert MAIN_KN % tile.n_block == 0, tile
         BwdMainKernel.__init__(self, dtype, tile, arch, ordered)
 
@@ -132,8 +132,8 @@ class BwdMainGridDsKernel(_StoresDs, BwdMainGridKernel):
     _BASE = BwdMainGridKernel
     _KEYS_MAJOR = False
 
-    def __init__(self, dtype, tile, arch, ordered: bool = False):
-        assert not ordered and tile.m_block == QM and MAIN_KN % tile.n_block == 0, tile
+    def __init__(self, dtype, tile, arch, ordered: bool = False, varlen: bool = False):
+        assert not (ordered or varlen) and tile.m_block == QM and MAIN_KN % tile.n_block == 0, tile
         BwdMainGridKernel.__init__(self, dtype, tile, arch, ordered)
 
     def _ds_tile(self, s):

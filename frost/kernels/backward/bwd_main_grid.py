@@ -34,9 +34,9 @@ from frost.kernels.backward.bwd_main import BwdMainKernel, scores_to_probs, smem
 
 
 class BwdMainGridKernel(BwdMainKernel):
-    def __init__(self, dtype, tile, arch, ordered: bool = False):
+    def __init__(self, dtype, tile, arch, ordered: bool = False, varlen: bool = False):
         assert tile.warp_grid and tile.q_stages == tile.do_stages, tile
-        super().__init__(dtype, tile, arch, ordered)
+        super().__init__(dtype, tile, arch, ordered, varlen)
 
     # ------------------------------------------------------------------------------------------------ layouts
     def _smem_layouts(self):

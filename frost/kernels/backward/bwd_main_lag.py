@@ -29,9 +29,9 @@ from frost.kernels.backward.ordering import dq_order_release
 
 
 class BwdMainLagKernel(BwdMainKernel):
-    def __init__(self, dtype, tile, arch, ordered: bool = False):
+    def __init__(self, dtype, tile, arch, ordered: bool = False, varlen: bool = False):
         assert tile.dq_lag, tile
-        super().__init__(dtype, tile, arch, ordered)
+        super().__init__(dtype, tile, arch, ordered, varlen)
         self.v_in_regs = True
         self.mbarriers = 0  # (bwd_main_pipe: its per-stage mbarriers)
 

@@ -37,8 +37,8 @@ from frost.kernels.backward.tiles import pipe_mbarriers
 
 
 class BwdMainPipeKernel(BwdMainLagKernel):
-    def __init__(self, dtype, tile, arch, ordered: bool = False):
-        super().__init__(dtype, tile, arch, ordered)
+    def __init__(self, dtype, tile, arch, ordered: bool = False, varlen: bool = False):
+        super().__init__(dtype, tile, arch, ordered, varlen)
         S = tile.q_stages  # mbarrier index of stage / buffer 0 of each kind (the others follow)
         self.FULL, self.EMPTY, self.DS_FULL, self.DS_EMPTY = 0, S, 2 * S, 2 * S + 2
         self.ADDS_DONE = pipe_mbarriers(S)  # ordered dQ: two more after those, every thread's adds of a step issued

@@ -87,6 +87,10 @@ _NARROW_TARGET_CHANGES = {("sm_120a", "float16", 128): {"atom_skip": False},
                           ("sm_90a", "float16", 64): {"diff_mask": False}}
 # The same for an ordered set: d128 fp16 on sm_120a spills with the cp.async zero-fill.
 _ORDERED_TARGET_CHANGES = {("sm_120a", "float16", 128): {"async_zfill": False}}
+# The packed (varlen) sets hold their segments' base addresses in registers; where that spills the table tile, the
+# change that makes the main kernel spill-free: (arch, dtype, pad, ordered) -> changes
+_VARLEN_TARGET_CHANGES = {("sm_90a", "bfloat16", 128, False): {"lean_refill": 2},
+                          ("sm_120a", "float16", 128, True): {"release_late": False}}
 
 # (Q/K pad, V pad: 0 = the same) -> the dQ GEMM kernel's tile of the pads that have a dq_gemm set. Deterministic
 # mode takes it on wide bands at every such pad; the default mode too at DQ_GEMM_DEFAULT_PADS, whose 64-key tiles
@@ -201,14 +205,16 @@ def tile_for_set(tile: TileConfig, ordered: bool, dq_gemm: bool = False, narrow:
 
 
 def tile_for_target(tile: TileConfig, ordered: bool, arch: str, dtype: str, dq_gemm: bool = False,
-                    narrow: bool = False, mha: bool = False) -> TileConfig:
+                    narrow: bool = False, mha: bool = False, varlen: bool = False) -> TileConfig:
     """The tile a kernel set compiles with on ``arch`` in ``dtype``: tile_for_set, then, on the pad's table tile, the
     target's changes (the atomic and dq_gemm sets': _TARGET_CHANGES; the ordered: _ORDERED_TARGET_CHANGES; the
-    narrow-band: _NARROW_TARGET_CHANGES)."""
+    narrow-band: _NARROW_TARGET_CHANGES; a packed set's: _VARLEN_TARGET_CHANGES on top)."""
     table = _ORDERED_TARGET_CHANGES if ordered else _TARGET_CHANGES
     changes = table.get((arch, dtype, tile.head_dim_pad)) if not tile.head_dim_v_pad else None
     if narrow and has_narrow_set(tile.head_dim_pad, tile.head_dim_v_pad):
         changes = _NARROW_TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad))
+    if varlen and not tile.head_dim_v_pad:
+        changes = {**(changes or {}), **_VARLEN_TARGET_CHANGES.get((arch, dtype, tile.head_dim_pad, ordered), {})}
     tile = tile_for_set(tile, ordered, dq_gemm, narrow, mha)
     return replace(tile, **changes) if changes else tile
 

@@ -6,8 +6,9 @@ kernel writes dQ itself (compiled for ordered dQ on a TileConfig.dq_direct tile,
 kernel only runs for dsink.
 
 Arguments: the io tensors (pointer + three strides each; LSE's and dLSE's strides too), the workspace regions, the
-optional per-batch lengths, sink and dLSE pointers (stand-ins when absent: their flag is off), the sizes, the
-scale, the band and the flags, then the stream."""
+optional per-batch lengths, sink and dLSE pointers (stand-ins when absent: their flag is off), the packed
+segments' prefix sums (read only by a varlen set), the sizes (with the packed token counts and the dQ
+accumulator's rows per head), the scale, the band and the flags, then the stream."""
 
 import cuda.bindings.driver as cuda
 import cutlass
@@ -29,8 +30,9 @@ class BackwardChain:
                  pLSE: cute.Pointer, pdQ: cute.Pointer, pdK: cute.Pointer, pdV: cute.Pointer, pdQacc: cute.Pointer,
                  pLSE2: cute.Pointer, pDelta: cute.Pointer, pSem: cute.Pointer, pDsinkPart: cute.Pointer,
                  pSeqQ: cute.Pointer, pSeqKV: cute.Pointer, pSink: cute.Pointer, pDsink: cute.Pointer,
-                 pDlse: cute.Pointer, batch: Int32, heads: Int32, heads_kv: Int32, seqlen_q: Int32, seqlen_kv: Int32,
-                 seqlen_q_pad: Int32, head_dim: Int32, head_dim_v: Int32,
+                 pDlse: cute.Pointer, pCuQ: cute.Pointer, pCuKV: cute.Pointer, batch: Int32, heads: Int32,
+                 heads_kv: Int32, seqlen_q: Int32, seqlen_kv: Int32, seqlen_q_pad: Int32, head_dim: Int32,
+                 head_dim_v: Int32, tokens_q: Int32, tokens_kv: Int32, acc_rows: Int32,
                  q_sb: Int64, q_sh: Int64, q_ss: Int64, k_sb: Int64, k_sh: Int64, k_ss: Int64,
                  v_sb: Int64, v_sh: Int64, v_ss: Int64, o_sb: Int64, o_sh: Int64, o_ss: Int64,
                  do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
@@ -41,12 +43,14 @@ class BackwardChain:
                  stream: cuda.CUstream):
         if seqlen_q > 0:
             self.preprocess(pO, pdO, pLSE, pDlse, pLSE2, pDelta, pdQacc, pdQ, pSeqQ, pSeqKV, pSink, pDsinkPart, pSem,
-                            batch, heads, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, band_left,
+                            pCuQ, pCuKV, batch, heads, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v,
+                            tokens_q, tokens_kv, acc_rows, band_left,
                             band_right, flags, o_sb, o_sh, o_ss, do_sb, do_sh, do_ss, lse_sb, lse_sh, lse_ss,
                             dlse_sb, dlse_sh, dlse_ss, dq_sb, dq_sh, dq_ss, stream)
         if seqlen_kv > 0:
-            self.main(pQ, pK, pV, pdO, pLSE2, pDelta, pdQacc, pdQ, pdK, pdV, pSeqQ, pSeqKV, pSem, batch, heads,
-                      heads_kv, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, q_sb, q_sh, q_ss, k_sb, k_sh,
+            self.main(pQ, pK, pV, pdO, pLSE2, pDelta, pdQacc, pdQ, pdK, pdV, pSeqQ, pSeqKV, pSem, pCuQ, pCuKV, batch,
+                      heads, heads_kv, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, tokens_q, tokens_kv,
+                      acc_rows, q_sb, q_sh, q_ss, k_sb, k_sh,
                       k_ss, v_sb, v_sh, v_ss, do_sb, do_sh, do_ss, dq_sb, dq_sh, dq_ss, dk_sb, dk_sh, dk_ss, dv_sb,
                       dv_sh, dv_ss, scale, scale_log2, band_left, band_right, flags, stream)
         if cutlass.const_expr(self.dq_gemm is not None):
@@ -59,5 +63,5 @@ class BackwardChain:
         if cutlass.const_expr(self.main_writes_dq):
             run_convert = run_convert & ((flags & FLAG_SINK) != 0)
         if run_convert:
-            self.dq_convert(pdQacc, pdQ, pDsinkPart, pDsink, batch, heads, seqlen_q, seqlen_q_pad, head_dim, flags,
-                            dq_sb, dq_sh, dq_ss, scale, stream)
+            self.dq_convert(pdQacc, pdQ, pDsinkPart, pDsink, pCuQ, batch, heads, seqlen_q, seqlen_q_pad, head_dim,
+                            tokens_q, acc_rows, flags, dq_sb, dq_sh, dq_ss, scale, stream)

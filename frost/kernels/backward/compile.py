@@ -92,19 +92,19 @@ def compile_kernels(key: KernelKey, keep_cubin: bool = False, tile: TileConfig |
     variant = main_variant(tile, key.dq_gemm)
     main_cls = getattr(importlib.import_module(f"frost.kernels.backward.{variant.module}"), variant.cls)
     arch = arch_config(key.arch)
-    main_k = main_cls(dt, tile, arch, key.ordered)
+    main_k = main_cls(dt, tile, arch, key.ordered, key.varlen)
     # (the dq_gemm kernel writes dQ: to the preprocess and the convert that is the same as the main kernel's doing)
     writes_dq = key.dq_gemm or main_writes_dq(tile.dq_direct, key.ordered)
-    chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad, writes_dq), main_k,
-                          DqConvertKernel(dt, key.head_dim_pad, writes_dq), writes_dq,
+    chain = BackwardChain(PreprocessKernel(dt, key.head_dim_pad, writes_dq, key.varlen), main_k,
+                          DqConvertKernel(dt, key.head_dim_pad, writes_dq, key.varlen), writes_dq,
                           _dq_gemm_kernel(dt, key, tile, arch) if key.dq_gemm else None)
     i32, i64, f32 = Int32(1), Int64(8), Float32(1.0)
     # the pointers in BackwardChain's order: q k v o do (io), lse, dq dk dv (io), dq_accum lse2 delta (fp32),
-    # dq_sem, dsink_part, seq_len_q, seq_len_kv, sink, dsink, dlse
+    # dq_sem, dsink_part, seq_len_q, seq_len_kv, sink, dsink, dlse, cu_seqlens_q, cu_seqlens_kv; 11 sizes
     ptrs = ([ptr(dt)] * 5 + [ptr(Float32, 4)] + [ptr(dt)] * 3 + [ptr(Float32)] * 3
             + [ptr(Int32, 4), ptr(Float32, 4), ptr(Int32, 4), ptr(Int32, 4), ptr(Float32, 4), ptr(Float32, 4),
-               ptr(Float32, 4)])
-    backward = cute.compile(chain, *ptrs, *[i32] * 8, *[i64] * 30, f32, f32, *[i32] * 3, make_fake_stream(),
+               ptr(Float32, 4), ptr(Int32, 4), ptr(Int32, 4)])
+    backward = cute.compile(chain, *ptrs, *[i32] * 11, *[i64] * 30, f32, f32, *[i32] * 3, make_fake_stream(),
                             options=opts)
     compiled = {"backward": backward}
     cubins = {"backward": backward.__cubin__} if keep_cubin else {}

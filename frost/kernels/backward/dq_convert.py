@@ -13,17 +13,21 @@ from cutlass import Float32, Int32, Int64
 
 from frost.kernels.backward import rowwise as rw
 from frost.kernels.mask import FLAG_SINK
+from frost.kernels.segments import rebased, segment
 
 
 class DqConvertKernel(rw.RowwiseKernel):
     @cute.jit
     def __call__(self, pdQacc: cute.Pointer, pdQ: cute.Pointer, pDsinkPart: cute.Pointer, pDsink: cute.Pointer,
-                 batch: Int32, heads: Int32, seqlen_q: Int32, seqlen_q_pad: Int32, head_dim: Int32, flags: Int32,
+                 pCuQ: cute.Pointer, batch: Int32, heads: Int32, seqlen_q: Int32, seqlen_q_pad: Int32,
+                 head_dim: Int32, tokens_q: Int32, acc_rows: Int32, flags: Int32,
                  dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, scale: Float32, stream: cuda.CUstream):
         sqp = cute.assume(seqlen_q_pad, divby=rw.SEQ_PAD)
         rs = cute.assume(Int64(sqp) * self.D, divby=rw.SEQ_PAD)
         mdQacc = cute.make_tensor(pdQacc, cute.make_layout(
             (batch, heads, sqp, self.D), stride=(cute.assume(rs * heads, divby=rw.SEQ_PAD), rs, self.D, 1)))
+        if cutlass.const_expr(self.varlen):
+            mdQacc = cute.make_tensor(pdQacc, rw.packed_acc_layout(batch, heads, sqp, acc_rows, self.D))
         stride = (cute.assume(dq_sb, divby=8), cute.assume(dq_sh, divby=8), cute.assume(dq_ss, divby=8), 1)
         mdQ = cute.make_tensor(pdQ, cute.make_layout((batch, heads, seqlen_q, head_dim), stride=stride))
         n_blk = sqp // rw.ROWS_PER_CTA
@@ -32,14 +36,18 @@ class DqConvertKernel(rw.RowwiseKernel):
         n_row_blocks, n_batch = cute.ceil_div(seqlen_q, rw.ROWS_PER_CTA), batch
         if cutlass.const_expr(self.main_writes_dq):
             n_row_blocks, n_batch = Int32(1), Int32(1)  # dsink only
-        self.kernel(mdQacc, mdQ, mPart, mDsink, flags, scale).launch(
+        mCuQ = cute.make_tensor(pCuQ, cute.make_layout(batch + 1))
+        self.kernel(mdQacc, mdQ, mPart, mDsink, mCuQ, tokens_q, flags, scale).launch(
             grid=(n_row_blocks, heads, n_batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
 
     @cute.kernel
-    def kernel(self, mdQacc: cute.Tensor, mdQ: cute.Tensor, mPart: cute.Tensor, mDsink: cute.Tensor, flags: Int32,
-               scale: Float32):
+    def kernel(self, mdQacc: cute.Tensor, mdQ: cute.Tensor, mPart: cute.Tensor, mDsink: cute.Tensor,
+               mCuQ: cute.Tensor, tokens_q: Int32, flags: Int32, scale: Float32):
         tidx, _, _ = cute.arch.thread_idx()
         blk, head, batch = cute.arch.block_idx()
+        if cutlass.const_expr(self.varlen and not self.main_writes_dq):
+            start_q, extent_q = segment(mCuQ, batch, tokens_q, mdQ.shape[2])
+            mdQ, mdQacc = rebased(mdQ, start_q, extent_q), rw.segment_acc(mdQacc, start_q, batch, self.D)
         if cutlass.const_expr(not self.main_writes_dq):
             self._convert_rows(mdQacc[batch, head, None, None], mdQ[batch, head, None, None], blk, tidx, scale)
         if ((flags & FLAG_SINK) != 0) & (blk == 0) & (batch == 0) & (tidx < 32):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
 from frost.kernels.backward.preprocess import LOG2_E
-from frost.limits import SEQ_PAD
+from frost.limits import SEQ_PAD, packed_acc_rows
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,8 @@ class Problem:
     seq_len_kv: bool = False
     sink: bool = False          # sink and dsink are passed
     dlse: bool = False          # a dlse tensor (gradient on the forward's LSE output) is passed
+    tokens_q: int = 0           # a packed (varlen) problem's tokens: seq_q and seq_kv are then its max_seqlens
+    tokens_kv: int = 0
 
 
 def problem_mask(cfg, p: Problem) -> MaskSpec:
@@ -62,7 +64,12 @@ class Launch:
         self.zero_dsink = self.empty or p.seq_q == 0
         self.backward = kernels.backward
         seq_q_pad = -(-p.seq_q // SEQ_PAD) * SEQ_PAD
-        self.sizes = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, seq_q_pad, cfg.head_dim_qk, cfg.head_dim_v)
+        self.packed = cfg.key.varlen
+        acc_rows = packed_acc_rows(p.tokens_q, p.batch) if self.packed else seq_q_pad
+        self.sizes = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, seq_q_pad, cfg.head_dim_qk, cfg.head_dim_v,
+                      p.tokens_q, p.tokens_kv, acc_rows)
+        if self.packed and (p.tokens_q == 0 or p.seq_q == 0):   # no query rows: only the dsink zero-fill
+            self.zero_dsink = self.empty = True
         self.tail = (scale, scale * LOG2_E, left, right, flags)
         self.current_stream, self.current_device = _current_stream_getter(), _current_device_getter()
         # None: FROST_GRAPH_REPLAY decides (on unless "0")
@@ -70,9 +77,12 @@ class Launch:
         self.replay = GraphReplay(lambda args, stream: self.backward(*args, stream)) if use_graphs else None
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
-                 sink=None, dsink=None, dlse=None, seq_major: bool = False) -> None:
+                 sink=None, dsink=None, dlse=None, seq_major: bool = False, cu_seqlens_q=None,
+                 cu_seqlens_kv=None) -> None:
         """``seq_major``: the eight 4-D tensors are given in (B, S, H, D) order (BSHD memory not transposed into
-        logical BHSD views: a view costs more host time than reading its strides in another order)."""
+        logical BHSD views: a view costs more host time than reading its strides in another order). A packed
+        problem's eight tensors are logical (H, T, D) (``seq_major``: (T, H, D)), lse and dlse (Hq, Tq), with the
+        segments' prefix sums ``cu_seqlens_q`` / ``cu_seqlens_kv`` (seq_len_q / seq_len_kv are then seqused)."""
         if self.zero_dsink and dsink is not None:
             dsink.zero_()
         if self.empty:
@@ -84,12 +94,18 @@ class Launch:
         skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
         sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
         dlse_p, dlse_st = (delta, (0, 0, 0)) if dlse is None else (dlse.data_ptr(), dlse.stride())
-        st = _bshd_strides if seq_major else _bhsd_strides
+        if self.packed:
+            st = _thd_strides if seq_major else _htd_strides
+            cu_p = (cu_seqlens_q.data_ptr(), cu_seqlens_kv.data_ptr())
+            lse_st, dlse_st = (0, *lse.stride()), (0, *dlse_st[:2])
+        else:
+            st = _bshd_strides if seq_major else _bhsd_strides
+            cu_p, lse_st = (delta, delta), lse.stride()
         args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
                 dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
                 workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
-                workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, dlse_p, *self.sizes,
-                *st(q), *st(k), *st(v), *st(o), *st(do), *lse.stride(), *dlse_st, *st(dq), *st(dk), *st(dv),
+                workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, dlse_p, *cu_p, *self.sizes,
+                *st(q), *st(k), *st(v), *st(o), *st(do), *lse_st, *dlse_st, *st(dq), *st(dk), *st(dv),
                 *self.tail)
         device = q.get_device()   # -1 off CUDA (test fakes)
         if device >= 0 and device != self.current_device():
@@ -112,6 +128,18 @@ def _bshd_strides(t) -> tuple:
     """(batch, head, seq) strides of a (B, S, H, D) tensor."""
     s = t.stride()
     return s[0], s[2], s[1]
+
+
+def _htd_strides(t) -> tuple:
+    """(batch, head, token) strides of a packed logical (H, T, D) tensor: every batch shares it."""
+    s = t.stride()
+    return 0, s[0], s[1]
+
+
+def _thd_strides(t) -> tuple:
+    """(batch, head, token) strides of a packed (T, H, D) tensor."""
+    s = t.stride()
+    return 0, s[1], s[0]
 
 
 def _raw_stream(stream) -> int:

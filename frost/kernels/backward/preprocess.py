@@ -23,6 +23,7 @@ from cutlass import Float32, Int32, Int64
 from frost.kernels import cute_utils as cu
 from frost.kernels.backward import rowwise as rw
 from frost.kernels.mask import FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length, make_mask
+from frost.kernels.segments import rebased, segment
 
 LOG2_E = math.log2(math.e)
 
@@ -36,8 +37,9 @@ class PreprocessKernel(rw.RowwiseKernel):
                  pLSE2: cute.Pointer,
                  pDelta: cute.Pointer, pdQacc: cute.Pointer, pdQ: cute.Pointer, pSeqQ: cute.Pointer,
                  pSeqKV: cute.Pointer, pSink: cute.Pointer, pDsinkPart: cute.Pointer, pSem: cute.Pointer,
+                 pCuQ: cute.Pointer, pCuKV: cute.Pointer,
                  batch: Int32, heads: Int32, seqlen_q: Int32, seqlen_kv: Int32, seqlen_q_pad: Int32, head_dim: Int32,
-                 head_dim_v: Int32, band_left: Int32, band_right: Int32, flags: Int32, o_sb: Int64, o_sh: Int64,
+                 head_dim_v: Int32, tokens_q: Int32, tokens_kv: Int32, acc_rows: Int32, band_left: Int32, band_right: Int32, flags: Int32, o_sb: Int64, o_sh: Int64,
                  o_ss: Int64, do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
                  dlse_sb: Int64, dlse_sh: Int64, dlse_ss: Int64, dq_sb: Int64, dq_sh: Int64, dq_ss: Int64,
                  stream: cuda.CUstream):
@@ -53,26 +55,41 @@ class PreprocessKernel(rw.RowwiseKernel):
         acc_rs = cute.assume(rs * self.D, divby=rw.SEQ_PAD)
         mdQacc = cute.make_tensor(pdQacc, cute.make_layout(
             (batch, heads, sqp * self.D), stride=(cute.assume(acc_rs * heads, divby=rw.SEQ_PAD), acc_rs, 1)))
+        if cutlass.const_expr(self.varlen):
+            mdQacc = cute.make_tensor(pdQacc, rw.packed_acc_layout(batch, heads, sqp, acc_rows, self.D, flat=True))
         n_sem = sqp // SEM_ROWS
         mSem = cute.make_tensor(pSem, cute.make_layout((batch, heads, n_sem), stride=(n_sem * heads, n_sem, 1)))
         mPart = cute.make_tensor(pDsinkPart, cute.make_layout((batch, heads, n_blk),
                                                               stride=(n_blk * heads, n_blk, 1)))
         side = SimpleNamespace(seq_q=cute.make_tensor(pSeqQ, cute.make_layout(batch)),
                                seq_kv=cute.make_tensor(pSeqKV, cute.make_layout(batch)),
-                               sink=cute.make_tensor(pSink, cute.make_layout(heads)), part=mPart, sem=mSem)
+                               sink=cute.make_tensor(pSink, cute.make_layout(heads)), part=mPart, sem=mSem,
+                               cu_q=cute.make_tensor(pCuQ, cute.make_layout(batch + 1)),
+                               cu_kv=cute.make_tensor(pCuKV, cute.make_layout(batch + 1)))
         self.kernel(bhsd(pO, o_sb, o_sh, o_ss), bhsd(pdO, do_sb, do_sh, do_ss), mLSE, mDlse,
                     cute.make_tensor(pLSE2, vec), cute.make_tensor(pDelta, vec), mdQacc,
                     bhsd(pdQ, dq_sb, dq_sh, dq_ss, head_dim), side.seq_q, side.seq_kv, side.sink, side.part,
-                    side.sem, seqlen_kv, band_left, band_right, flags).launch(
+                    side.sem, side.cu_q, side.cu_kv, seqlen_kv, tokens_q, tokens_kv, band_left, band_right,
+                    flags).launch(
             grid=(n_blk, heads, batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
 
     @cute.kernel
     def kernel(self, mO: cute.Tensor, mdO: cute.Tensor, mLSE: cute.Tensor, mDlse: cute.Tensor, mLSE2: cute.Tensor,
                mDelta: cute.Tensor, mdQacc: cute.Tensor, mdQ: cute.Tensor, mSeqQ: cute.Tensor, mSeqKV: cute.Tensor,
-               mSink: cute.Tensor, mPart: cute.Tensor, mSem: cute.Tensor, seqlen_kv: Int32, band_left: Int32,
-               band_right: Int32, flags: Int32):
+               mSink: cute.Tensor, mPart: cute.Tensor, mSem: cute.Tensor, mCuQ: cute.Tensor, mCuKV: cute.Tensor,
+               seqlen_kv: Int32, tokens_q: Int32, tokens_kv: Int32, band_left: Int32, band_right: Int32,
+               flags: Int32):
         tidx, _, _ = cute.arch.thread_idx()
         blk, head, batch = cute.arch.block_idx()
+        acc_block = True  # this CTA's block of the dQ accumulator is its own (a packed segment's may end earlier)
+        if cutlass.const_expr(self.varlen):
+            start_q, extent_q = segment(mCuQ, batch, tokens_q, mO.shape[2])
+            start_kv, seqlen_kv = segment(mCuKV, batch, tokens_kv, seqlen_kv)
+            mO, mdO, mdQ = rebased(mO, start_q, extent_q), rebased(mdO, start_q, extent_q), \
+                rebased(mdQ, start_q, extent_q)
+            mLSE, mDlse = rebased(mLSE, start_q, extent_q), rebased(mDlse, start_q, extent_q)
+            mdQacc = rw.segment_acc(mdQacc, start_q, batch, self.D)
+            acc_block = blk * rw.ROWS_PER_CTA < extent_q
         head_dim_v = mO.shape[3]
         seqlen_q = batch_length(mSeqQ, flags, FLAG_SEQ_Q, batch, mO.shape[2])
         o_bh, do_bh = mO[batch, head, None, None], mdO[batch, head, None, None]
@@ -103,7 +120,8 @@ class PreprocessKernel(rw.RowwiseKernel):
             mask = make_mask(seqlen_q, skv, band_left, band_right, flags)
             self._zero_unwritten_dq(mdQ[batch, head, None, None], mask, blk, tidx)
         else:
-            self._zero_rows(mdQacc[batch, head, None], blk, tidx)
+            if acc_block:
+                self._zero_rows(mdQacc[batch, head, None], blk, tidx)
         if tidx < rw.ROWS_PER_CTA // SEM_ROWS:
             mSem[batch, head, blk * (rw.ROWS_PER_CTA // SEM_ROWS) + tidx] = Int32(0)
         if has_sink:

@@ -4,9 +4,10 @@ per row (their partial sums meet with warp shuffles)."""
 
 import cutlass
 import cutlass.cute as cute
-from cutlass import Float32, Int32
+from cutlass import Float32, Int32, Int64
 
 from frost import limits
+from frost.kernels.segments import acc_row_base
 
 NUM_THREADS = 128
 ROWS_PER_CTA = 128
@@ -29,8 +30,9 @@ def threads_per_row(head_dim_pad: int) -> int:
 class RowwiseKernel:
     """Base of the row-wise kernels: the io dtype, the padded head dim and the thread split of a row."""
 
-    def __init__(self, dtype, head_dim_pad: int, main_writes_dq: bool = False):
+    def __init__(self, dtype, head_dim_pad: int, main_writes_dq: bool = False, varlen: bool = False):
         self.dtype = dtype
+        self.varlen = varlen  # packed sequences (kernels/segments.py)
         self.D = head_dim_pad
         self.main_writes_dq = main_writes_dq  # the set's main kernel writes dQ (mask.main_writes_dq)
         self.tpr = threads_per_row(head_dim_pad)
@@ -69,3 +71,22 @@ def quad_sum(x: Float32, group: cutlass.Constexpr) -> Float32:
         x = x + cute.arch.shuffle_sync_bfly(x, offset)
         offset //= 2
     return x
+
+
+
+def packed_acc_layout(batch, heads, rows_pad, acc_rows, cols: int, flat: bool = False) -> cute.Layout:
+    """A packed problem's fp32 dQ accumulator: ``acc_rows`` rows per head shared by every batch (batch stride 0;
+    segment_acc moves a batch onto its rows), as (batch, heads, rows_pad, cols), or with ``flat``
+    (batch, heads, rows_pad * cols)."""
+    rs = cute.assume(Int64(acc_rows) * cols, divby=SEQ_PAD)
+    if flat:
+        return cute.make_layout((batch, heads, rows_pad * cols), stride=(0, rs, 1))
+    return cute.make_layout((batch, heads, rows_pad, cols), stride=(0, rs, cols, 1))
+
+
+def segment_acc(acc: cute.Tensor, start, batch, cols: int) -> cute.Tensor:
+    """A packed accumulator (packed_acc_layout) moved onto batch ``batch``'s rows (its segment starts at token
+    ``start``). Traced inline."""
+    rows = acc_row_base(start, batch)
+    crd = (0, 0, rows * cols) if cute.rank(acc) == 3 else (0, 0, rows, 0)
+    return cute.domain_offset(crd, acc)

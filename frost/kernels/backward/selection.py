@@ -12,6 +12,7 @@ Each kind of set declares what it serves (the predicates below); select asks the
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from frost.kernels.arch import arch_config
@@ -35,9 +36,13 @@ class KernelKey:
     mha: bool = False        # the set for problems without GQA, compiled with MHA_PTXAS (serves any problem)
     dq_gemm: bool = False    # dQ by a GEMM of its own over the stored dS (dq_gemm.py; catalogue.DQ_GEMM_TILES)
     narrow: bool = False     # the ordered set for narrow bands (catalogue._NARROW_CHANGES)
+    varlen: bool = False     # packed sequences: each batch's segment read from cu_seqlens (kernels/segments.py)
 
     def __post_init__(self):
         d, dv = self.head_dim_pad, self.head_dim_v_pad
+        if self.varlen and (self.dq_gemm or self.narrow):
+            raise ValueError("no varlen dq_gemm set (its dS workspace is per batch x max_seqlen squared) or "
+                             "narrow-band set (packed problems take the ordered set on narrow bands)")
         if self.narrow and (not self.ordered or self.mha or not cat.has_narrow_set(d, dv)):
             raise ValueError(f"no narrow-band set for d{d} (V pad {dv}, ordered {self.ordered}, mha {self.mha}); "
                              f"catalogue._NARROW_CHANGES has {cat.narrow_pads()}")
@@ -57,7 +62,7 @@ class KernelKey:
     def tile(self) -> TileConfig:
         """The tile this set compiles with (catalogue.tile_for_target)."""
         return cat.tile_for_target(self.table_tile, self.ordered, self.arch, self.dtype, self.dq_gemm, self.narrow,
-                                   self.mha)
+                                   self.mha, self.varlen)
 
     @property
     def ptxas_options(self) -> str | None:
@@ -67,7 +72,8 @@ class KernelKey:
 
     def as_str(self) -> str:
         kind = ":mha" if self.mha else ":dqg" if self.dq_gemm else ":nb" if self.narrow else ""
-        return f"frost.bwd.v4:{self.arch}:{self.dtype}:{tile_key(self.tile)}:o{int(self.ordered)}{kind}"
+        return (f"frost.bwd.v4:{self.arch}:{self.dtype}:{tile_key(self.tile)}:o{int(self.ordered)}{kind}"
+                + (":vl" if self.varlen else ""))
 
 
 def tile_key(t: TileConfig) -> str:
@@ -114,25 +120,27 @@ class Sizes:
 
 
 def select(dtype: str, arch: str, head_dim_qk: int, head_dim_v: int, mask: MaskSpec, deterministic: bool, *,
-           sizes: Sizes | None = None, gqa_group: int | None = None, ds_workspace: bool = True) -> KernelKey:
+           sizes: Sizes | None = None, gqa_group: int | None = None, ds_workspace: bool = True,
+           varlen: bool = False) -> KernelKey:
     """The kernel set of a problem (see the top). ``sizes``: the problem's (None: not known yet, then ``gqa_group``
     says whether it has GQA, None for unknown, and a dS workspace is assumed to fit); ``ds_workspace``: whether
-    the caller's workspace holds the dS region (api.workspace_regions sizes it for a dq_gemm key)."""
+    the caller's workspace holds the dS region (api.workspace_regions sizes it for a dq_gemm key); ``varlen``:
+    packed sequences, which run the ordered or atomic sets (a dS workspace would hold B x max_seqlen^2)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} not in {DTYPES}")
     arch_config(arch)
     tile = cat.tile_for(head_dim_qk, head_dim_v)
-    gemm = ds_workspace and wants_dq_gemm(tile, mask, deterministic) and (
+    gemm = ds_workspace and not varlen and wants_dq_gemm(tile, mask, deterministic) and (
         sizes is None or dq_gemm_fits(sizes.batch, sizes.heads, sizes.seq_q, sizes.seq_kv))
     ordered = orders_dq(tile, mask, deterministic) and not gemm
     without_gqa = gqa_group == 1 if sizes is None else sizes.heads == sizes.heads_kv
     mha = without_gqa and not gemm and cat.has_mha_set(tile.head_dim_pad, tile.head_dim_v_pad, ordered)
     return KernelKey(dtype, pad_head_dim(head_dim_qk), arch, tile.head_dim_v_pad, ordered, mha, gemm,
-                     ordered and narrow_band_set(tile, mask))
+                     ordered and narrow_band_set(tile, mask) and not varlen, varlen)
 
 
-def served_keys(archs=("sm_120a", "sm_90a"), dtypes=DTYPES) -> tuple[KernelKey, ...]:
-    """Every kernel set select can return on these targets."""
+def served_keys(archs=("sm_120a", "sm_90a"), dtypes=DTYPES, varlen: bool = False) -> tuple[KernelKey, ...]:
+    """Every kernel set select can return on these targets (``varlen``: the packed sets, too)."""
     keys = []
     for arch in archs:
         for dt in dtypes:
@@ -141,4 +149,6 @@ def served_keys(archs=("sm_120a", "sm_90a"), dtypes=DTYPES) -> tuple[KernelKey, 
             keys += [KernelKey(dt, d, arch, dv, ordered, mha=True) for d, dv, ordered in cat.MHA_PTXAS]
             keys += [KernelKey(dt, d, arch, dv, dq_gemm=True) for d, dv in cat.DQ_GEMM_TILES]
             keys += [KernelKey(dt, d, arch, ordered=True, narrow=True) for d in cat.narrow_pads()]
+    if varlen:
+        keys += [dataclasses.replace(k, varlen=True) for k in keys if not (k.dq_gemm or k.narrow)]
     return tuple(keys)

@@ -31,6 +31,7 @@ from frost.kernels.arch import arch_config
 from frost.kernels.forward.compile import DTYPES, LOG2_E, ForwardKey, get_forward_kernel
 from frost.kernels.forward.tiles import forward_pads
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
+from frost.kernels.packed import Packed
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,17 @@ class ForwardConfig:
     arch: str             # "sm_120a" | "sm_121a" | "sm_90a"
     head_dim_pad: int     # Q/K tile width (filled by choose_forward_config)
     head_dim_v_pad: int   # V / O tile width
+    varlen: bool = False  # packed sequences (the kernel reads each batch's segment from cu_seqlens)
 
     @property
     def key(self) -> ForwardKey:
-        return ForwardKey(self.dtype, self.head_dim_pad, self.head_dim_v_pad, self.arch)
+        return ForwardKey(self.dtype, self.head_dim_pad, self.head_dim_v_pad, self.arch, self.varlen)
 
 
-def choose_forward_config(dtype: str, head_dim_qk: int, head_dim_v: int, arch: str) -> ForwardConfig:
-    """The config of a forward problem: the dtype, the head-dim pads and the target pick the compiled kernel."""
+def choose_forward_config(dtype: str, head_dim_qk: int, head_dim_v: int, arch: str,
+                          varlen: bool = False) -> ForwardConfig:
+    """The config of a forward problem: the dtype, the head-dim pads, the target and packing pick the compiled
+    kernel."""
     if dtype not in DTYPES:
         raise TensorError("dtype", dtype, f"one of {DTYPES}")
     try:
@@ -56,7 +60,7 @@ def choose_forward_config(dtype: str, head_dim_qk: int, head_dim_v: int, arch: s
         pad, pad_v = forward_pads(head_dim_qk, head_dim_v)
     except ValueError as e:
         raise TensorError("forward config", (head_dim_qk, head_dim_v, arch), "see detail", str(e)) from None
-    return ForwardConfig(dtype, head_dim_qk, head_dim_v, arch, pad, pad_v)
+    return ForwardConfig(dtype, head_dim_qk, head_dim_v, arch, pad, pad_v, bool(varlen))
 
 
 def forward_compile_key(cfg: ForwardConfig) -> str:
@@ -98,16 +102,23 @@ class CompiledForward:
 
     def __call__(self, q, k, v, o, lse, *, scale: float, causal: bool = False, alignment: str = "top_left",
                  band_left: int | None = None, band_right: int | None = None, seq_len_q=None, seq_len_kv=None,
-                 sink=None, stream=None, check_lengths: bool = False) -> None:
-        """Checks every tensor, then launches (bind + call)."""
-        from frost.kernels.forward.checks import check_forward_tensors
+                 sink=None, stream=None, check_lengths: bool = False, packed: Packed | None = None) -> None:
+        """Checks every tensor, then launches (bind + call). ``packed``: the segments of a varlen config's call
+        (q, k, v, o logical (H, T, D), lse (Hq, Tq); seq_len_q / seq_len_kv are then seqused)."""
+        from frost.kernels.forward.checks import check_forward_tensors, check_packed_forward_tensors
         from frost.kernels.host_checks import check_length_values
+        from frost.kernels.packed import check_packed_values
 
-        _, _, _, seq_q, seq_kv = check_forward_tensors(self.cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink)
-        if check_lengths:
-            check_length_values(seq_len_q, seq_len_kv, seq_q, seq_kv)
+        if self.cfg.varlen:
+            check_packed_forward_tensors(self.cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink, packed)
+            if check_lengths:
+                check_packed_values(packed, q.shape[1], k.shape[1], seq_len_q, seq_len_kv)
+        else:
+            _, _, _, seq_q, seq_kv = check_forward_tensors(self.cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink)
+            if check_lengths:
+                check_length_values(seq_len_q, seq_len_kv, seq_q, seq_kv)
         launch = self.bind(ForwardMask(scale, causal, alignment, band_left, band_right))
-        launch(q, k, v, o, lse, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink, stream=stream)
+        launch(q, k, v, o, lse, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink, stream=stream, packed=packed)
 
     def bind(self, mask: ForwardMask) -> "BoundForward":
         """A launch with ``mask`` fixed, for callers that have checked the tensors themselves (the engine, whose
@@ -128,19 +139,38 @@ class BoundForward:
     band_right: int
     flags: int              # the mask's flags; the optional inputs' flags are added per call
 
-    def __call__(self, q, k, v, o, lse, *, seq_len_q=None, seq_len_kv=None, sink=None, stream=None) -> None:
+    def __call__(self, q, k, v, o, lse, *, seq_len_q=None, seq_len_kv=None, sink=None, stream=None,
+                 packed: Packed | None = None) -> None:
+        if self.cfg.varlen:
+            self._call_packed(q, k, v, o, lse, seq_len_q, seq_len_kv, sink, stream, packed)
+            return
         batch, heads, seq_q = q.shape[:3]
         if batch == 0 or heads == 0 or seq_q == 0:
             return
+        sizes = (batch, heads, k.shape[1], seq_q, k.shape[2], self.cfg.head_dim_qk, self.cfg.head_dim_v, 0, 0)
+        strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride())
+        self._launch(q, k, v, o, lse, seq_len_q, seq_len_kv, sink, None, sizes, strides, stream)
+
+    def _call_packed(self, q, k, v, o, lse, seq_len_q, seq_len_kv, sink, stream, packed: Packed) -> None:
+        """q, k, v, o logical (H, T, D), lse (Hq, Tq): each batch's segment from packed.cu_seqlens_*."""
+        heads, tokens_q = q.shape[:2]
+        if packed.batch == 0 or heads == 0 or packed.max_seqlen_q == 0 or tokens_q == 0:
+            return
+        sizes = (packed.batch, heads, k.shape[0], packed.max_seqlen_q, packed.max_seqlen_kv, self.cfg.head_dim_qk,
+                 self.cfg.head_dim_v, tokens_q, k.shape[1])
+        strides = tuple(x for t in (q, k, v, o, lse) for x in (0, *t.stride()[:2]))
+        self._launch(q, k, v, o, lse, seq_len_q, seq_len_kv, sink, packed, sizes, strides, stream)
+
+    def _launch(self, q, k, v, o, lse, seq_len_q, seq_len_kv, sink, packed, sizes, strides, stream) -> None:
         flags = self.flags | (FLAG_SEQ_Q if seq_len_q is not None else 0) | \
             (FLAG_SEQ_KV if seq_len_kv is not None else 0) | (FLAG_SINK if sink is not None else 0)
         stand_in = lse.data_ptr()  # never read: its flag is off
         ptrs = [q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
                 stand_in if seq_len_q is None else seq_len_q.data_ptr(),
                 stand_in if seq_len_kv is None else seq_len_kv.data_ptr(),
-                stand_in if sink is None else sink.data_ptr()]
-        sizes = (batch, heads, k.shape[1], seq_q, k.shape[2], self.cfg.head_dim_qk, self.cfg.head_dim_v)
-        strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride())
+                stand_in if sink is None else sink.data_ptr(),
+                stand_in if packed is None else packed.cu_seqlens_q.data_ptr(),
+                stand_in if packed is None else packed.cu_seqlens_kv.data_ptr()]
         device = q.get_device()
         s = _current_stream(device) if stream is None else _raw_stream(stream)
         with _device_guard(device):

@@ -56,3 +56,54 @@ def _check_io(name: str, t, shape: tuple, dtype, device) -> None:
     if t.numel() and (t.stride(3) != 1 or any(s % 8 for s in t.stride()[:3]) or t.data_ptr() % 16):
         raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides multiples of "
                           "8 elements, and a 16-byte aligned base address")
+
+
+def check_packed_forward_tensors(cfg, q, k, v, o, lse, seqused_q, seqused_kv, sink, packed) -> None:
+    """A packed call's checks: q, k, v, o logical (H, T, D) in the io dtype, lse (Hq, Tq) fp32 (either memory
+    order), the segments' prefix sums int32 (B + 1,) and seqused (B,) on q's device; raises TensorError."""
+    import torch
+
+    if packed is None:
+        raise TensorError("packed", None, "the segments (kernels.packed.Packed) of a varlen kernel's call")
+    for name, t in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
+        if not isinstance(t, torch.Tensor):
+            raise TensorError(name, type(t).__name__, "a torch.Tensor")
+    if q.dim() != 3 or k.dim() != 3:
+        raise TensorError("q.shape, k.shape", (tuple(q.shape), tuple(k.shape)), "3 dims each, logical (H, T, D)")
+    heads, tokens_q, dqk = q.shape
+    heads_kv, tokens_kv = k.shape[:2]
+    if dqk != cfg.head_dim_qk:
+        raise TensorError("q.shape[2]", dqk, f"{cfg.head_dim_qk} (this kernel's head_dim_qk)")
+    tdtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[cfg.dtype]
+    want = {"q": (q, (heads, tokens_q, dqk)), "k": (k, (heads_kv, tokens_kv, dqk)),
+            "v": (v, (heads_kv, tokens_kv, cfg.head_dim_v)), "o": (o, (heads, tokens_q, cfg.head_dim_v))}
+    for name, (t, shape) in want.items():
+        _check_io(name, t.unsqueeze(0), (1, *shape), tdtype, q.device)
+    if heads_kv == 0 and heads or heads_kv and heads % heads_kv:
+        raise TensorError("k.shape[0]", heads_kv, f"a divisor of the query heads {heads} (GQA/MQA)")
+    if tuple(lse.shape) != (heads, tokens_q) or lse.dtype != torch.float32 or lse.device != q.device:
+        raise TensorError("lse", f"{lse.dtype} {tuple(lse.shape)} on {lse.device}",
+                          f"torch.float32 {(heads, tokens_q)} on {q.device}")
+    if q.device.type != "cuda":
+        raise TensorError("q.device", str(q.device), "a CUDA device (the kernel runs there)")
+    check_packed_side(packed, q.device, tokens_q, tokens_kv, seqused_q, seqused_kv)
+    if sink is not None:
+        check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
+
+
+def check_packed_side(packed, device, tokens_q: int, tokens_kv: int, seqused_q, seqused_kv) -> None:
+    """The segments and seqused tensors of a packed call (shared with the backward)."""
+    import torch
+
+    batch = packed.batch
+    for name, t in (("cu_seqlens_q", packed.cu_seqlens_q), ("cu_seqlens_kv", packed.cu_seqlens_kv)):
+        check_side_tensor(name, t, (batch + 1,), torch.int32, device)
+    for name, n in (("max_seqlen_q", packed.max_seqlen_q), ("max_seqlen_kv", packed.max_seqlen_kv)):
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_SEQ:
+            raise TensorError(name, n, f"an int in [0, {MAX_SEQ}]")
+    for name, n in (("tokens_q", tokens_q), ("tokens_kv", tokens_kv)):
+        if n >= 2 ** 31:
+            raise TensorError(name, n, "fewer than 2**31 tokens")
+    for name, t in (("seqused_q", seqused_q), ("seqused_kv", seqused_kv)):
+        if t is not None:
+            check_side_tensor(name, t, (batch,), torch.int32, device)

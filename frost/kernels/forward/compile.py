@@ -26,6 +26,7 @@ class ForwardKey:
     head_dim_pad: int
     head_dim_v_pad: int
     arch: str            # "sm_120a" | "sm_121a" | "sm_90a"
+    varlen: bool = False  # packed sequences (kernels/segments.py)
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
@@ -41,7 +42,7 @@ class ForwardKey:
         t = self.tile
         return (f"frost.fwd.v1:{self.arch}:{self.dtype}:d{t.head_dim_pad}v{t.head_dim_v_pad}"
                 f":m{t.m_block}n{t.n_block}w{t.num_warps}b{t.min_blocks}s{t.kv_stages}"
-                + (":qr" if t.q_in_regs else "") + (":lr" if t.lazy_rescale else ""))
+                + (":qr" if t.q_in_regs else "") + (":lr" if t.lazy_rescale else "") + (":vl" if self.varlen else ""))
 
 
 @dataclass
@@ -78,11 +79,12 @@ def compile_forward_kernel(key: ForwardKey, keep_cubin: bool = False,
     def ptr(t, align=16):
         return make_ptr(t, align, cute.AddressSpace.gmem, assumed_align=align)
 
-    kernel = FwdKernel(dt, tile or key.tile, arch_config(key.arch))
-    # q k v o (io), lse (fp32), seq_len_q, seq_len_kv (int32), sink (fp32); 7 sizes, 15 strides, scale_log2,
-    # band_left, band_right, flags, stream
-    ptrs = [ptr(dt)] * 4 + [ptr(Float32, 4), ptr(Int32, 4), ptr(Int32, 4), ptr(Float32, 4)]
-    compiled = cute.compile(kernel, *ptrs, *[Int32(1)] * 7, *[Int64(8)] * 15, Float32(1.0), *[Int32(0)] * 3,
+    kernel = FwdKernel(dt, tile or key.tile, arch_config(key.arch), key.varlen)
+    # q k v o (io), lse (fp32), seq_len_q, seq_len_kv (int32), sink (fp32), cu_seqlens_q, cu_seqlens_kv (int32);
+    # 9 sizes, 15 strides, scale_log2, band_left, band_right, flags, stream
+    ptrs = [ptr(dt)] * 4 + [ptr(Float32, 4), ptr(Int32, 4), ptr(Int32, 4), ptr(Float32, 4), ptr(Int32, 4),
+                            ptr(Int32, 4)]
+    compiled = cute.compile(kernel, *ptrs, *[Int32(1)] * 9, *[Int64(8)] * 15, Float32(1.0), *[Int32(0)] * 3,
                             make_fake_stream(), options=opts)
     cubin = compiled.__cubin__ if keep_cubin else None
     return CompiledForwardKernel(key, _launcher(compiled), kernel.smem_bytes, cubin, compiled)

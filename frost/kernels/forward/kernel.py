@@ -36,15 +36,18 @@ from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.forward.compile import LOG2_E
 from frost.kernels.forward.tiles import ForwardTile
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length, make_mask
+from frost.kernels.segments import rebased, segment
 
 LN_2 = 0.6931471805599453
 NEG_INF = float("-inf")
 
 
 class FwdKernel:
-    def __init__(self, dtype, tile: ForwardTile, arch: ArchConfig):
+    def __init__(self, dtype, tile: ForwardTile, arch: ArchConfig, varlen: bool = False):
+        """``varlen``: compiled for packed sequences (segments.py): batch b's tokens are [cu_q[b], cu_q[b+1]) of
+        Q and O, [cu_kv[b], cu_kv[b+1]) of K and V."""
         tile.check()
-        self.dtype, self.tile, self.arch = dtype, tile, arch
+        self.dtype, self.tile, self.arch, self.varlen = dtype, tile, arch, varlen
         self.M, self.N, self.D, self.DV = tile.m_block, tile.n_block, tile.head_dim_pad, tile.head_dim_v_pad
         self.num_threads = tile.num_threads
         self.stages = tile.kv_stages
@@ -55,9 +58,9 @@ class FwdKernel:
     # ------------------------------------------------------------------------------------------------ host side
     @cute.jit
     def __call__(self, pQ: cute.Pointer, pK: cute.Pointer, pV: cute.Pointer, pO: cute.Pointer, pLSE: cute.Pointer,
-                 pSeqQ: cute.Pointer, pSeqKV: cute.Pointer, pSink: cute.Pointer,
-                 batch: Int32, heads: Int32, heads_kv: Int32, seqlen_q: Int32, seqlen_kv: Int32,
-                 head_dim: Int32, head_dim_v: Int32,
+                 pSeqQ: cute.Pointer, pSeqKV: cute.Pointer, pSink: cute.Pointer, pCuQ: cute.Pointer,
+                 pCuKV: cute.Pointer, batch: Int32, heads: Int32, heads_kv: Int32, seqlen_q: Int32, seqlen_kv: Int32,
+                 head_dim: Int32, head_dim_v: Int32, tokens_q: Int32, tokens_kv: Int32,
                  q_sb: Int64, q_sh: Int64, q_ss: Int64, k_sb: Int64, k_sh: Int64, k_ss: Int64,
                  v_sb: Int64, v_sh: Int64, v_ss: Int64, o_sb: Int64, o_sh: Int64, o_ss: Int64,
                  lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
@@ -73,11 +76,14 @@ class FwdKernel:
         mSeqQ = cute.make_tensor(pSeqQ, cute.make_layout(batch))
         mSeqKV = cute.make_tensor(pSeqKV, cute.make_layout(batch))
         mSink = cute.make_tensor(pSink, cute.make_layout(heads))
+        cu_seqlens = SimpleNamespace(q=cute.make_tensor(pCuQ, cute.make_layout(batch + 1)),
+                                     kv=cute.make_tensor(pCuKV, cute.make_layout(batch + 1)),
+                                     tokens_q=tokens_q, tokens_kv=tokens_kv)
         storage_cls = self._storage_cls()
         self.smem_bytes = storage_cls.size_in_bytes()
         grid = (cute.ceil_div(seqlen_q, self.M), heads, batch)
-        self.kernel(mQ, mK, mV, mO, mLSE, mSeqQ, mSeqKV, mSink, heads // cutlass.max(heads_kv, 1), scale_log2,
-                    band_left, band_right, flags, storage_cls).launch(
+        self.kernel(mQ, mK, mV, mO, mLSE, mSeqQ, mSeqKV, mSink, cu_seqlens.q, cu_seqlens.kv, tokens_q, tokens_kv,
+                    heads // cutlass.max(heads_kv, 1), scale_log2, band_left, band_right, flags, storage_cls).launch(
             grid=grid, block=[self.num_threads, 1, 1], stream=stream, min_blocks_per_mp=self.tile.min_blocks,
             smem=launch_smem_bytes(self.arch, self.smem_bytes), preferred_smem_carveout=100)
 
@@ -98,12 +104,19 @@ class FwdKernel:
     # ------------------------------------------------------------------------------------------------ the kernel
     @cute.kernel
     def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor, mLSE: cute.Tensor,
-               mSeqQ: cute.Tensor, mSeqKV: cute.Tensor, mSink: cute.Tensor, group: Int32, scale_log2: Float32,
-               band_left: Int32, band_right: Int32, flags: Int32, storage_cls: cutlass.Constexpr):
+               mSeqQ: cute.Tensor, mSeqKV: cute.Tensor, mSink: cute.Tensor, mCuQ: cute.Tensor, mCuKV: cute.Tensor,
+               tokens_q: Int32, tokens_kv: Int32, group: Int32, scale_log2: Float32, band_left: Int32,
+               band_right: Int32, flags: Int32, storage_cls: cutlass.Constexpr):
         tidx, _, _ = cute.arch.thread_idx()
         bx, head, batch = cute.arch.block_idx()
         gx, _, _ = cute.arch.grid_dim()
         m_block = gx - 1 - bx  # the longest causal rows first
+        if cutlass.const_expr(self.varlen):
+            start_q, extent_q = segment(mCuQ, batch, tokens_q, mQ.shape[2])
+            start_kv, extent_kv = segment(mCuKV, batch, tokens_kv, mK.shape[2])
+            mQ, mO, mLSE = rebased(mQ, start_q, extent_q), rebased(mO, start_q, extent_q), \
+                rebased(mLSE, start_q, extent_q)
+            mK, mV = rebased(mK, start_kv, extent_kv), rebased(mV, start_kv, extent_kv)
         seqlen_q = batch_length(mSeqQ, flags, FLAG_SEQ_Q, batch, mQ.shape[2])
         seqlen_kv = batch_length(mSeqKV, flags, FLAG_SEQ_KV, batch, mK.shape[2])
         mask = make_mask(seqlen_q, seqlen_kv, band_left, band_right, flags)
