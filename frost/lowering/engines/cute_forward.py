@@ -12,7 +12,7 @@ from operator import itemgetter
 
 from frost.analyzer.facts import Facts
 from frost.lowering.compiler import KernelUnit, get_compiler
-from frost.lowering.engines.cute_sm120 import ARCHS, ENGINE, check_seq_len_values
+from frost.lowering.engines.cute_sm120 import ARCHS, ENGINE, check_lengths, check_seq_len_values, packed_segments
 from frost.lowering.kernel_cache import KERNELS
 from frost.lowering.keys import op_signatures, runtime_features_key
 from frost.lowering.plan import KernelLaunch, Lowering
@@ -22,7 +22,7 @@ def forward_config(facts: Facts, arch: str):
     """The forward kernel's config (dtype, logical head dims and their pads, arch) for these Facts."""
     from frost.kernels.forward import api
 
-    return api.choose_forward_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, arch)
+    return api.choose_forward_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, arch, varlen=facts.varlen)
 
 
 def is_forward_config(config) -> bool:
@@ -56,21 +56,25 @@ def _launchers(kernel, op, facts: Facts):
                                             ("sink", ins.sink)) if name is not None}
     padded = "seq_len_q" in optional or "seq_len_kv" in optional
     from frost.kernels.forward.api import ForwardMask
-    from frost.kernels.host_checks import check_length_values
 
     bound = kernel.bind(ForwardMask(facts.attn_scale, op.causal, op.alignment, op.band_left, op.band_right))
+    segments = packed_segments(ins, facts)
+    token_axis = 0 if facts.varlen else 1   # a seq-major call's 4-D (B, S, H, D) or packed (T, H, D) tensors
 
     def launch(q, k, v, o, lse, tensors: dict, stream) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
-        if padded and check_seq_len_values():
-            check_length_values(extra.get("seq_len_q"), extra.get("seq_len_kv"), facts.seq_q, facts.seq_kv)
-        bound(q, k, v, o, lse, stream=stream, **extra)
+        packed = segments(tensors)
+        if (padded or packed is not None) and check_seq_len_values():
+            check_lengths(facts, packed, extra.get("seq_len_q"), extra.get("seq_len_kv"))
+        bound(q, k, v, o, lse, stream=stream, packed=packed, **extra)
 
     def run(tensors: dict, workspace: dict, stream) -> None:
         launch(*operands(tensors), tensors, stream)
 
     def run_seq_major(tensors: dict, workspace: dict, stream) -> None:
         q, k, v, o, lse = operands(tensors)
-        launch(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), o.transpose(1, 2), lse, tensors, stream)
+        a = token_axis
+        launch(q.transpose(a, a + 1), k.transpose(a, a + 1), v.transpose(a, a + 1), o.transpose(a, a + 1), lse,
+               tensors, stream)
 
     return run, run_seq_major

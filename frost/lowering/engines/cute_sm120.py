@@ -83,7 +83,7 @@ def _config(op, facts: Facts, arch: str, problem):
     p = problem
     return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, bool(op.causal), facts.alignment,
                              arch, band_left=op.band_left, band_right=op.band_right, deterministic=p.deterministic,
-                             sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv))
+                             sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv), varlen=facts.varlen)
 
 
 def _problem(op, facts: Facts):
@@ -91,9 +91,10 @@ def _problem(op, facts: Facts):
     from frost.kernels.backward.launch import Problem
 
     ins = op.inputs
+    packed = (facts.tokens_q, facts.tokens_kv) if facts.varlen else (0, 0)
     return Problem(facts.batch, facts.heads_q, facts.heads_kv, facts.seq_q, facts.seq_kv, facts.attn_scale,
                    op.band_left, op.band_right, facts.deterministic, ins.seq_len_q is not None,
-                   ins.seq_len_kv is not None, ins.sink is not None, ins.dlse is not None)
+                   ins.seq_len_kv is not None, ins.sink is not None, ins.dlse is not None, *packed)
 
 
 DSINK_SCRATCH = "dsink_scratch"  # the kernels always write dsink when a sink is given; a graph may not want it
@@ -116,7 +117,8 @@ class CuteSm120Engine:
         compiler = get_compiler(ENGINE)
         kernel = compiler.bind(KERNELS.get(compiler, KernelUnit(ENGINE, key, arch, cfg)), cfg)
         regions = [(n, int(b)) for n, b in api.workspace_regions(cfg, facts.batch, facts.heads_q, facts.seq_q,
-                                                                     facts.seq_kv, heads_kv=facts.heads_kv)]
+                                                                     facts.seq_kv, heads_kv=facts.heads_kv,
+                                                                     tokens_q=problem.tokens_q)]
         if op.inputs.sink is not None and op.outputs.dsink is None:
             regions.append((DSINK_SCRATCH, api.round_up16(facts.heads_q * 4)))
         run, run_seq_major = _launchers(kernel, op, facts, problem)
@@ -137,19 +139,46 @@ def _launchers(kernel, op, facts: Facts, problem):
                 if name is not None}
     scratch = "sink" in optional and "dsink" not in optional
     padded = "seq_len_q" in optional or "seq_len_kv" in optional
-    from frost.kernels.host_checks import check_length_values
-
+    segments = packed_segments(ins, facts)
     launch = kernel.bind(problem)
 
     def run(tensors: dict, workspace: dict, stream, seq_major: bool = False) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
         if scratch:
             extra["dsink"] = workspace[DSINK_SCRATCH]   # only its address is used
-        if padded and check_seq_len_values():
-            check_length_values(extra.get("seq_len_q"), extra.get("seq_len_kv"), facts.seq_q, facts.seq_kv)
+        packed = segments(tensors)
+        if (padded or packed is not None) and check_seq_len_values():
+            check_lengths(facts, packed, extra.get("seq_len_q"), extra.get("seq_len_kv"))
+        if packed is not None:
+            extra.update(cu_seqlens_q=packed.cu_seqlens_q, cu_seqlens_kv=packed.cu_seqlens_kv)
         launch(*operands(tensors), workspace, stream, seq_major=seq_major, **extra)
 
     return run, lambda tensors, workspace, stream: run(tensors, workspace, stream, seq_major=True)
+
+
+def packed_segments(ins, facts: Facts):
+    """tensors -> the call's kernels.packed.Packed (its cu_seqlens tensors and the plan's max_seqlens), or None for
+    a dense op."""
+    if not facts.varlen:
+        return lambda tensors: None
+    from frost.kernels.packed import Packed
+
+    def segments(tensors: dict):
+        return Packed(tensors[ins.cu_seqlens_q], tensors[ins.cu_seqlens_kv], facts.seq_q, facts.seq_kv)
+
+    return segments
+
+
+def check_lengths(facts: Facts, packed, seq_len_q, seq_len_kv) -> None:
+    """The padding lengths' values (in [0, S]), or a packed op's prefix sums and seqused (kernels.packed)."""
+    if packed is None:
+        from frost.kernels.host_checks import check_length_values
+
+        check_length_values(seq_len_q, seq_len_kv, facts.seq_q, facts.seq_kv)
+    else:
+        from frost.kernels.packed import check_packed_values
+
+        check_packed_values(packed, facts.tokens_q, facts.tokens_kv, seq_len_q, seq_len_kv)
 
 
 def check_seq_len_values() -> bool:

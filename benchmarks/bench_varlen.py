@@ -1,0 +1,226 @@
+"""Packed (varlen) attention side by side in one process (issue 47): frost's packed kernels vs frost's dense kernels
+on the same documents padded to a batch (B x max_len with per-batch lengths) vs FlashAttention-4's SM120 varlen
+kernels (FLASH_ATTENTION_ARCH=sm_120 on the H200), forward and backward, and frost's dense throughput at the same
+total tokens (B x S = the packed tokens rounded to S) for reference.
+
+Documents: B = 8 lengths drawn uniformly from [256, 8192] with a fixed seed (~32k tokens), causal, d64 (Hq 64 / Hkv 8,
+the gpt-oss shape) and d128 (Hq = Hkv = 16), with and without a sink. TFLOP/s count the (query, key) pairs the mask
+keeps in each document (4 * H * D per pair forward, 2.5 times that backward: frost.bench.flops's convention). Times
+are the median GPU time of one call (frost.bench.timing), SM120's occupancy emulated for frost.
+
+    python3 benchmarks/bench_varlen.py [--iters 20] [--json out.json]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import sys
+from dataclasses import asdict, dataclass, field
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+DOCS, LOW, HIGH, SEED = 8, 256, 8192, 0
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    hq: int
+    hkv: int
+    d: int
+    sink: bool
+
+
+CONFIGS = (Config("d64 gpt-oss", 64, 8, 64, False), Config("d64 gpt-oss +sink", 64, 8, 64, True),
+           Config("d128", 16, 16, 128, False), Config("d128 +sink", 16, 16, 128, True))
+
+
+@dataclass
+class Row:
+    config: str
+    lengths: list
+    ms: dict = field(default_factory=dict)        # (backend/pass) -> ms, or a reason string
+    tflops: dict = field(default_factory=dict)
+
+
+def lengths(n: int = DOCS, seed: int = SEED) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randint(LOW, HIGH) for _ in range(n)]
+
+
+def causal_pairs(n: int) -> int:
+    return n * (n + 1) // 2
+
+
+def _time(run, iters: int) -> float:
+    from frost.bench.timing import median_ms
+
+    return median_ms(lambda i: run(), 1, warmup=3, iters=iters, max_seconds=5.0).ms
+
+
+def packed_inputs(cfg: Config, lens: list[int]):
+    import torch
+
+    g = torch.Generator(device="cuda").manual_seed(1)
+    t = sum(lens)
+
+    def rnd(*shape):
+        return torch.randn(shape, generator=g, device="cuda").to(torch.bfloat16)
+
+    cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    sink = torch.randn(cfg.hq, generator=g, device="cuda") if cfg.sink else None
+    return dict(q=rnd(t, cfg.hq, cfg.d), k=rnd(t, cfg.hkv, cfg.d), v=rnd(t, cfg.hkv, cfg.d),
+                do=rnd(t, cfg.hq, cfg.d), cu=cu, max_len=max(lens), sink=sink)
+
+
+def frost_packed(cfg: Config, inp) -> dict:
+    """{"fwd": run, "bwd": run} on frost's packed kernel sets (logical (H, T, D) views of the THD tensors)."""
+    import torch
+
+    from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
+    from frost.kernels.forward import choose_forward_config, compile_forward
+    from frost.kernels.forward.api import ForwardMask
+    from frost.kernels.packed import Packed
+
+    arch, scale = detect_arch(), 1 / math.sqrt(cfg.d)
+    packed = Packed(inp["cu"], inp["cu"], inp["max_len"], inp["max_len"])
+    q, k, v, do = (inp[n].transpose(0, 1) for n in ("q", "k", "v", "do"))
+    o = torch.empty_like(q)
+    lse = torch.empty(q.shape[:2], device="cuda")
+    fwd = compile_forward(choose_forward_config("bfloat16", cfg.d, cfg.d, arch, varlen=True))
+    bound = fwd.bind(ForwardMask(scale, causal=True))
+    bound(q, k, v, o, lse, sink=inp["sink"], packed=packed)
+    bcfg = choose_config("bfloat16", cfg.d, cfg.d, True, "top_left", arch, gqa_group=cfg.hq // cfg.hkv, varlen=True)
+    bwd = compile_backward(bcfg)
+    ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
+          for n, x in workspace_regions(bcfg, packed.batch, cfg.hq, inp["max_len"], inp["max_len"],
+                                        tokens_q=q.shape[1])}
+    grads = [torch.zeros_like(t) for t in (q, k, v)]
+    dsink = None if inp["sink"] is None else torch.empty_like(inp["sink"])
+    return {"fwd": lambda: bound(q, k, v, o, lse, sink=inp["sink"], packed=packed),
+            "bwd": lambda: bwd(q, k, v, o, do, lse, *grads, scale=scale, workspace=ws, sink=inp["sink"],
+                               dsink=dsink, packed=packed)}
+
+
+def frost_dense(cfg: Config, b: int, s: int, lens: list[int] | None, sink) -> dict:
+    """{"fwd", "bwd"} on frost's dense kernels: a (B, S) batch, with per-batch lengths ``lens`` (padding)."""
+    import torch
+
+    from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
+    from frost.kernels.forward import choose_forward_config, compile_forward
+    from frost.kernels.forward.api import ForwardMask
+
+    arch, scale = detect_arch(), 1 / math.sqrt(cfg.d)
+    g = torch.Generator(device="cuda").manual_seed(2)
+
+    def rnd(h):
+        return torch.randn((b, s, h, cfg.d), generator=g, device="cuda").to(torch.bfloat16).transpose(1, 2)
+
+    q, k, v, do = rnd(cfg.hq), rnd(cfg.hkv), rnd(cfg.hkv), rnd(cfg.hq)
+    o, lse = torch.empty_like(q), torch.empty((b, cfg.hq, s), device="cuda")
+    seq = None if lens is None else torch.tensor(lens, dtype=torch.int32, device="cuda")
+    fwd = compile_forward(choose_forward_config("bfloat16", cfg.d, cfg.d, arch))
+    bound = fwd.bind(ForwardMask(scale, causal=True))
+    bound(q, k, v, o, lse, seq_len_q=seq, seq_len_kv=seq, sink=sink)
+    bcfg = choose_config("bfloat16", cfg.d, cfg.d, True, "top_left", arch, gqa_group=cfg.hq // cfg.hkv)
+    bwd = compile_backward(bcfg)
+    ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
+          for n, x in workspace_regions(bcfg, b, cfg.hq, s, s)}
+    grads = [torch.empty_like(t) for t in (q, k, v)]
+    dsink = None if sink is None else torch.empty_like(sink)
+    return {"fwd": lambda: bound(q, k, v, o, lse, seq_len_q=seq, seq_len_kv=seq, sink=sink),
+            "bwd": lambda: bwd(q, k, v, o, do, lse, *grads, scale=scale, workspace=ws, seq_len_q=seq, seq_len_kv=seq,
+                               sink=sink, dsink=dsink)}
+
+
+def fa4_packed(cfg: Config, inp) -> dict | str:
+    """{"fwd", "bwd"} on FA4's SM120 varlen forward and backward, or why not."""
+    if cfg.sink:
+        return "declined: FA4's SM120 kernels have no learnable sink"
+    import torch
+
+    os.environ.setdefault("FLASH_ATTENTION_ARCH", "sm_120")
+    os.environ.setdefault("FLASH_ATTENTION_NUM_SMS", str(torch.cuda.get_device_properties(0).multi_processor_count))
+    from flash_attn.cute.interface import _flash_attn_bwd, _flash_attn_fwd
+
+    scale, m, cu = 1 / math.sqrt(cfg.d), inp["max_len"], inp["cu"]
+    seg = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=m, max_seqlen_k=m)
+    out, lse = _flash_attn_fwd(inp["q"], inp["k"], inp["v"], softmax_scale=scale, causal=True, return_lse=True, **seg)
+    return {"fwd": lambda: _flash_attn_fwd(inp["q"], inp["k"], inp["v"], softmax_scale=scale, causal=True, **seg),
+            "bwd": lambda: _flash_attn_bwd(inp["q"], inp["k"], inp["v"], out, inp["do"], lse, softmax_scale=scale,
+                                           causal=True, **seg)}
+
+
+def run_config(cfg: Config, lens: list[int], iters: int) -> Row:
+    import torch
+
+    row = Row(cfg.name, lens)
+    pairs = sum(causal_pairs(n) for n in lens)
+    flops = {"fwd": 4.0 * cfg.hq * cfg.d * pairs, "bwd": 10.0 * cfg.hq * cfg.d * pairs}
+    inp = packed_inputs(cfg, lens)
+    s_dense = -(-sum(lens) // DOCS // 128) * 128
+    runners = {"frost_packed": lambda: frost_packed(cfg, inp),
+               "frost_padded": lambda: frost_dense(cfg, DOCS, max(lens), lens, inp["sink"]),
+               "frost_dense_same_tokens": lambda: frost_dense(cfg, DOCS, s_dense, None, inp["sink"]),
+               "fa4_packed": lambda: fa4_packed(cfg, inp)}
+    for name, make in runners.items():
+        try:
+            runs = make()
+        except Exception as e:   # a peer that cannot run here is reported, not fatal
+            row.ms[name] = f"error {type(e).__name__}: {str(e)[:160]}"
+            continue
+        if isinstance(runs, str):
+            row.ms[name] = runs
+            continue
+        for which, run in runs.items():
+            ms = _time(run, iters)
+            row.ms[f"{name}/{which}"] = ms
+            f = flops[which] if name != "frost_dense_same_tokens" else \
+                flops[which] / pairs * DOCS * causal_pairs(s_dense)
+            row.tflops[f"{name}/{which}"] = f / ms / 1e9
+        del runs
+        torch.cuda.empty_cache()
+    return row
+
+
+def summary(row: Row) -> str:
+    ms, tf = row.ms, row.tflops
+
+    def ratio(a, b, d=tf):
+        return f"{d[a] / d[b]:.2f}" if isinstance(d.get(a), float) and isinstance(d.get(b), float) else "-"
+
+    lines = [f"{row.config}: {len(row.lengths)} docs, {sum(row.lengths)} tokens, max {max(row.lengths)}"]
+    for which in ("fwd", "bwd"):
+        p = f"frost_packed/{which}"
+        cells = [f"packed {ms.get(p, float('nan')):.3f} ms {tf.get(p, float('nan')):.0f} TF/s"]
+        cells.append(f"/dense-same-tokens TF {ratio(p, f'frost_dense_same_tokens/{which}')}")
+        cells.append(f"padded/packed time {ratio(f'frost_padded/{which}', p, ms)}")
+        fa = ms.get(f"fa4_packed/{which}", ms.get("fa4_packed"))
+        cells.append(f"fa4/packed time {ratio(f'fa4_packed/{which}', p, ms) if isinstance(fa, float) else fa}")
+        lines.append(f"  {which}: " + "; ".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--json", default=None)
+    p.add_argument("--configs", default="all", help="comma-separated config names, or all")
+    args = p.parse_args(argv)
+    lens = lengths()
+    chosen = [c for c in CONFIGS if args.configs == "all" or c.name in args.configs.split(",")]
+    rows = []
+    for cfg in chosen:
+        row = run_config(cfg, lens, args.iters)
+        rows.append(row)
+        print(summary(row), flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([asdict(r) for r in rows], f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
