@@ -10,7 +10,7 @@ import torch
 from frost.errors import TensorError
 from frost.reference import (attention_backward, attention_backward_varlen, attention_forward,
                              attention_forward_varlen)
-from varlen_cases import Twin, make_twin
+from packed_twins import Twin, make_twin
 
 SEG_Q = [5, 0, 1, 13, 7, 2]
 SEG_KV = [9, 4, 0, 13, 3, 0]
