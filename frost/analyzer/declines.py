@@ -10,7 +10,7 @@ from typing import Callable, Union
 
 from pydantic import BaseModel, ConfigDict
 
-from frost.analyzer.capability import Capability, max_seq_q
+from frost.analyzer.capability import Capability, max_seq_q, packed_rows_fit
 from frost.analyzer.extract import SEQ_STRIDE_LIMIT
 from frost.analyzer.facts import Facts
 from frost.analyzer.targets import ANY_CUDA, serves_target
@@ -124,6 +124,9 @@ RULES: tuple[Rule, ...] = (
          "the query sequence is longer than the engine addresses at this head dim"),
     Rule("seq_len_max", "seq_kv", lambda c, f, t: c.max_seq is None or f.seq_kv <= c.max_seq,
          lambda c, f: f"at most {c.max_seq}", "the key/value sequence is longer than the engine addresses"),
+    Rule("seq_len_max", "tokens_q", lambda c, f, t: not f.varlen or packed_rows_fit(c, f.head_dim_qk, f.tokens_q, f.batch),
+         lambda c, f: f"fewer packed query tokens at head_dim_qk={f.head_dim_qk} (split the packed batch)",
+         "the packed query tokens are more than the engine's dQ accumulator addresses at this head dim"),
     _requirement_rule("layout_head_dim", "head_dim_contiguous", "needs_head_dim_contiguous",
                       "every io tensor with stride 1 on its head dim (e.g. BSHD or BHSD)",
                       "some io tensor is not contiguous along its head dim"),

@@ -92,11 +92,24 @@ def test_an_engine_without_ragged_declines_and_the_reference_serves(make):
     assert "[ragged]" in text and "varlen" in text and "Tq=600" in text and "max_Sq=256" in text
 
 
-def test_the_kernel_tables_start_without_ragged():
-    """The cute tables serve no packed op until the kernels read cu_seqlens (the probe then picks the reference)."""
-    assert not CUTE_SM120.ragged and not CUTE_SM120_FORWARD.ragged
-    report = probe(sdpa_backward_varlen_graph(3, 8, 600, 256, 64), "sm_120", engines=(CUTE_SM120,))
-    assert not report.supported and [r.code for r in report.ops[0].declined["cute_sm120"]] == ["ragged"]
+def test_the_kernel_tables_serve_packed_ops():
+    """The cute tables serve packed forwards and backwards (the kernels read cu_seqlens)."""
+    assert CUTE_SM120.ragged and CUTE_SM120_FORWARD.ragged
+    for g in (sdpa_backward_varlen_graph(3, 8, 600, 256, 64), sdpa_forward_varlen_graph(3, 8, 600, 256, 64)):
+        report = probe(g, "sm_120", engines=(CUTE_SM120, CUTE_SM120_FORWARD))
+        assert report.supported and report.ops[0].engine == "cute_sm120"
+
+
+def test_too_many_packed_tokens_decline_the_backward():
+    """A packed backward whose Tq-row dQ accumulator passes 32-bit offsets at its head dim is declined (the forward,
+    which has no accumulator, still serves it)."""
+    from frost.limits import acc_seq_limit
+
+    tokens = acc_seq_limit(256) + 1
+    report = probe(sdpa_backward_varlen_graph(2, 1, tokens, 4096, 256), "sm_120", engines=(CUTE_SM120,))
+    assert [(r.code, r.field) for r in report.ops[0].declined["cute_sm120"]] == [("seq_len_max", "tokens_q")]
+    report = probe(sdpa_forward_varlen_graph(2, 1, tokens, 4096, 256), "sm_120", engines=(CUTE_SM120_FORWARD,))
+    assert report.supported
 
 
 def test_support_matrix_has_the_packed_row_and_code():

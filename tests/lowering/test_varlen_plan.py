@@ -1,5 +1,5 @@
-"""Packed (ragged) graphs through the plan: the reference engine runs them (chosen on a GPU target too while the
-kernel tables decline ragged ops), the executor checks ragged tensors and int32 offsets like any other tensor, and
+"""Packed (ragged) graphs through the plan: the reference engine runs them on CPU, the cute_sm120 engine on a GPU
+target (its packed kernel set), the executor checks ragged tensors and int32 offsets like any other tensor, and
 signatures read a ragged tensor's heads and head dim without its token count."""
 
 from __future__ import annotations
@@ -80,15 +80,53 @@ def test_one_packed_sequence_is_the_dense_batch_of_one():
         torch.testing.assert_close(got[name], want, rtol=1e-12, atol=1e-12)
 
 
-def test_a_gpu_target_falls_back_to_the_reference_with_the_ragged_reason():
-    """While the kernel tables have ragged=False (until the kernels read cu_seqlens)."""
-    plan = api.build_plan(graph("bfloat16"), "sm_120")
-    assert plan.engine == "reference"
-    reasons = plan.report.ops[0].declined["cute_sm120"]
-    assert [r.code for r in reasons] == ["ragged"]
+def test_a_gpu_target_lowers_packed_ops_to_the_kernels(fake):
+    """On a GPU target the cute_sm120 engine serves packed ops: the packed kernel set (its compile key says
+    varlen), a dQ accumulator of Tq rows, and each call passes the offsets as the launch's cu_seqlens."""
+    from frost.kernels.backward.launch import Problem
+    from frost.limits import packed_acc_rows
+
+    g = graph("bfloat16")
+    plan = api.build_plan(g, "sm_120")
+    assert plan.engine == "cute_sm120"
+    assert ":vl" in plan.kernels[0].compile_key
+    (kernel,) = fake.kernels
+    (problem,) = kernel.problems
+    assert isinstance(problem, Problem) and (problem.batch, problem.seq_q, problem.tokens_q) == (4, 13, 30)
+    (acc,) = [r for r in plan.workspace.regions if r.name.endswith("dq_accum")]
+    assert acc.nbytes == 4 * packed_acc_rows(30, 4) * 32 * 4   # Hq x rows x head-dim pad x fp32
     t = inputs(plan.graph)
-    dq = plan.execute(dict(t))["attn.dq"]
-    assert dq.dtype == torch.bfloat16 and torch.isfinite(dq).all()
+    plan.execute(dict(t))
+    (args, optional) = kernel.launches[-1]
+    assert optional["cu_seqlens_q"] is t["cu_seqlens_q"] and optional["cu_seqlens_kv"] is t["cu_seqlens_kv"]
+
+
+def test_a_gpu_target_lowers_packed_forwards_to_the_packed_kernel(fake):
+    """The packed forward: its config is the varlen one, and each call passes the segments (offsets and the plan's
+    max_len) to the kernel."""
+    g = sdpa_forward_varlen_graph(4, 4, 30, 13, 16, heads_kv=2, dtype="bfloat16", sink=True, seqused=True, **MASK)
+    plan = api.build_plan(g, "sm_120")
+    assert plan.engine == "cute_sm120" and ":vl" in plan.kernels[0].compile_key
+    assert plan.kernels[0].grid[1:] == (4, 4)
+    t = inputs(plan.graph)
+    plan.execute(dict(t))
+    (kernel,) = fake.kernels
+    _, optional = kernel.launches[-1]
+    packed = optional["packed"]
+    assert packed.cu_seqlens_q is t["cu_seqlens_q"] and (packed.max_seqlen_q, packed.max_seqlen_kv) == (13, 13)
+    assert optional["seq_len_q"] is t["seq_len_q"] and optional["sink"] is t["sink"]
+
+
+def test_an_engine_without_ragged_declines_with_the_ragged_reason():
+    """An engine whose table lacks ragged declines a packed op with that reason; the reference serves it."""
+    import dataclasses
+
+    from frost.analyzer import probe
+    from frost.analyzer.capability import CUTE_SM120, REFERENCE
+
+    report = probe(graph("bfloat16"), "sm_120", engines=(dataclasses.replace(CUTE_SM120, ragged=False), REFERENCE))
+    assert report.ops[0].engine == "reference"
+    assert [r.code for r in report.ops[0].declined["cute_sm120"]] == ["ragged"]
 
 
 BAD = {
