@@ -2,7 +2,7 @@
 # One-shot GPU validation on the device machine: every `gpu` test of tests/kernels (backward and forward), the cute
 # lowering tests and the API and integration GPU tests, in parallel pytest processes (one GPU, many CPU cores:
 # compiles overlap), plus compute-sanitizer memcheck and racecheck on the small GQA + padding + band + sink
-# configuration and on the tail shapes of every tile family (test_sanitizer_case). Each job runs under `timeout`.
+# configuration, on the tail shapes of every tile family and on small packed problems (test_sanitizer_case). Each job runs under `timeout`.
 # Usage: bash tests/kernels/gpu_validation.sh OUT_DIR [LIMIT_S]; logs in OUT_DIR/*.log, summary on stdout.
 set -u
 out=${1:?out dir}; lim=${2:-170}
@@ -23,6 +23,10 @@ job fwd_rest $PT $K/test_forward_gpu.py -k "not test_head_dims and not sanitizer
 job fwd_var64 $PT $K/test_forward_gpu.py -k "variant and d64"
 job fwd_var128 $PT $K/test_forward_gpu.py -k "variant and not d64"
 job api_gpu $PT tests/api tests/integrations
+job varlen_fwd $PT $K/test_varlen_gpu.py -k "test_forward"
+job varlen_bwd64 $PT $K/test_varlen_gpu.py -k "test_backward and 64"
+job varlen_bwd128 $PT $K/test_varlen_gpu.py -k "(test_backward and 128) or packed_equals"
+job varlen_bwd256 $PT $K/test_varlen_gpu.py -k "test_backward and 256"
 SAN="compute-sanitizer --report-api-errors no"
 job memcheck $SAN --tool memcheck $PT $K/test_kernels_features_gpu.py -k sanitizer_features
 job racecheck $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and default"
@@ -31,6 +35,8 @@ job memcheck_core $SAN --tool memcheck $PT $K/test_kernels_gpu.py -k sanitizer_c
 job racecheck_core $SAN --tool racecheck $PT $K/test_kernels_gpu.py -k sanitizer_case
 job memcheck_fwd $SAN --tool memcheck $PT $K/test_forward_gpu.py -k sanitizer_case
 job racecheck_fwd $SAN --tool racecheck $PT $K/test_forward_gpu.py -k sanitizer_case
+job memcheck_varlen $SAN --tool memcheck $PT $K/test_varlen_gpu.py -k sanitizer_case
+job racecheck_varlen $SAN --tool racecheck $PT $K/test_varlen_gpu.py -k sanitizer_case
 wait
 for f in "$out"/*.log; do
   echo "== $(basename "$f" .log): $(grep -hE '(passed|failed|error)( |,|$).*in [0-9.]+s' "$f" | tail -1)" \

@@ -13,7 +13,8 @@ deterministic mode and narrow bands: KernelKey.ordered) = 80 kernel sets cover e
 options (catalogue.MHA_PTXAS, KernelKey.mha: 4 more sets), and the dq_gemm sets (catalogue.DQ_GEMM_TILES,
 KernelKey.dq_gemm: the main kernel storing dS, then the dQ GEMM kernel; d96/d128 deterministic, d160/d192/d256
 both modes: 24 more) and the narrow-band sets (catalogue._NARROW_CHANGES, KernelKey.narrow: ordered dQ on narrow bands
-at d32-d128: 24 more); selection.served_keys lists them. The unserved 2-D warp-grid kernel variants
+at d32-d128: 24 more), and the packed (varlen) twins of the atomic, ordered and MHA sets (KernelKey.varlen: 84 more);
+selection.served_keys lists them. The unserved 2-D warp-grid kernel variants
 (catalogue.GRID_VARIANTS, bf16) are built and checked
 too. Compiles run in parallel processes (one per CPU).
 
@@ -37,7 +38,7 @@ def _builds():
     from frost.kernels.backward.catalogue import GRID_VARIANTS
     from frost.kernels.backward.selection import KernelKey, served_keys
 
-    served = [(key, None, "") for key in served_keys(ARCHS)]
+    served = [(key, None, "") for key in served_keys(ARCHS, varlen=True)]
     variants = [(KernelKey("bfloat16", t.head_dim_pad, arch), t, name) for arch in ARCHS
                 for name, t in GRID_VARIANTS.items()]
     return served, variants
@@ -47,7 +48,9 @@ def _tag(key, label: str) -> str:
     """arch/dtype/d<Q/K pad>v<V pad><label>: how a built set is named in file names and problems."""
     order = "/ordered" if key.ordered else ""
     kind = "/mha" if key.mha else "/dq_gemm" if key.dq_gemm else "/narrow" if key.narrow else ""  # (V pad 0: like Q/K)
-    return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{order}{kind}{label}"
+    packed = "/varlen" if key.varlen else ""
+    return (f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}{order}{kind}{packed}"
+            f"{label}")
 
 
 def _build(item, outdir):
@@ -92,5 +95,7 @@ def test_compile_gate():
             if "main" in resources and smem + resources["main"]["SHARED"] > SMEM_LIMIT:
                 problems.append(f"{tag} main: shared memory {smem} + {resources['main']['SHARED']} > {SMEM_LIMIT}")
         assert not problems, "\n".join(problems)
-    assert len(served) == 2 * 2 * (len(served_pads()) * 2 + len(MHA_PTXAS) + len(DQ_GEMM_TILES) + len(narrow_pads()))
+    dense = len(served_pads()) * 2 + len(MHA_PTXAS) + len(DQ_GEMM_TILES) + len(narrow_pads())
+    packed = len(served_pads()) * 2 + len(MHA_PTXAS)   # (no dq_gemm or narrow-band set takes packed problems)
+    assert len(served) == 2 * 2 * (dense + packed)
     assert len(built) == len(items)

@@ -1,5 +1,6 @@
 """Compile gate of the forward kernel (CPU, no GPU): builds every forward set (tiles.served_forward_pads: the nine
-pads with V padded like Q/K, plus 192/128) for both dtypes and both targets (sm_120a, sm_90a), and checks the
+pads with V padded like Q/K, plus 192/128) for both dtypes and both targets (sm_120a, sm_90a), dense and packed
+(varlen), and checks the
 machine code: HMMA (mma.sync) and LDSM (ldmatrix) in the SASS, no local memory (no spills, no stack frame), and
 shared memory within the SM120 limit (99 KB). Compiles run in parallel processes (one per CPU).
 
@@ -21,7 +22,8 @@ def _keys():
     from frost.kernels.forward.compile import DTYPES, ForwardKey
     from frost.kernels.forward.tiles import served_forward_pads
 
-    return [ForwardKey(dt, d, dv, arch) for arch in ARCHS for dt in DTYPES for d, dv in served_forward_pads()]
+    return [ForwardKey(dt, d, dv, arch, varlen) for arch in ARCHS for dt in DTYPES for d, dv in served_forward_pads()
+            for varlen in (False, True)]
 
 
 def _build(key, outdir):
@@ -56,4 +58,4 @@ def test_forward_compile_gate():
                     problems.append(f"{tag}: shared memory {smem} + {res['SHARED']} > {SMEM_LIMIT}")
             problems += sass_problems(nvdisasm, cubin, tag)
         assert not problems, "\n".join(problems)
-    assert len(built) == len(keys) == 2 * 2 * 10
+    assert len(built) == len(keys) == 2 * 2 * 10 * 2

@@ -311,3 +311,14 @@ def test_packed_equals_padded_batch():
             err = (a - d).abs().max().item() if a.numel() else 0.0
             assert err <= 2 ** -7 * max(d.abs().max().item(), 1e-3), (name, i, err)
     assert (packed[3] - dsink).abs().max().item() <= 1e-3 * max(dsink.abs().max().item(), 1.0)
+
+
+@pytest.mark.parametrize("d", (64, 128))
+def test_sanitizer_case(d):
+    """Small packed problems for compute-sanitizer (memcheck / racecheck): a tail, an empty and a one-token
+    sequence, GQA, a sink, seqused, tokens past cu_seqlens[-1], both dQ orders."""
+    cases = [VarCase((77, 0, 1, 130), dqk=d, dv=d, causal=True, sink=1.0, extra=9, seed=8),
+             VarCase((77, 0, 1, 130), dqk=d, dv=d, band_left=16, band_right=3, used_q=(70, 0, 1, 100),
+                     used_kv=(77, 0, 0, 129), deterministic=True, seed=9)]
+    run_cases(check_forward, cases)
+    run_cases(check_backward, cases)
