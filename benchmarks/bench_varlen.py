@@ -148,7 +148,8 @@ def fa4_packed(cfg: Config, inp) -> dict | str:
 
     scale, m, cu = 1 / math.sqrt(cfg.d), inp["max_len"], inp["cu"]
     seg = dict(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=m, max_seqlen_k=m)
-    out, lse = _flash_attn_fwd(inp["q"], inp["k"], inp["v"], softmax_scale=scale, causal=True, return_lse=True, **seg)
+    out, lse = _flash_attn_fwd(inp["q"], inp["k"], inp["v"], softmax_scale=scale, causal=True, return_lse=True,
+                               **seg)[:2]
     return {"fwd": lambda: _flash_attn_fwd(inp["q"], inp["k"], inp["v"], softmax_scale=scale, causal=True, **seg),
             "bwd": lambda: _flash_attn_bwd(inp["q"], inp["k"], inp["v"], out, inp["do"], lse, softmax_scale=scale,
                                            causal=True, **seg)}
