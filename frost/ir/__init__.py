@@ -1,11 +1,13 @@
 """The graph IR: pydantic models, validation, JSON, and a builder."""
 
-from frost.ir.builder import GraphBuilder, SdpaGrads, SdpaResult, sdpa_backward_graph, sdpa_forward_graph
+from frost.ir.builder import (GraphBuilder, SdpaGrads, SdpaResult, sdpa_backward_graph, sdpa_backward_varlen_graph,
+                              sdpa_forward_graph, sdpa_forward_varlen_graph)
 from frost.ir.graph import Graph
 from frost.ir.ops import (GenericOp, SdpaBackwardOp, SdpaForwardInputs, SdpaForwardOp, SdpaForwardOutputs,
                           SdpaInputs, SdpaOp, SdpaOutputs)
-from frost.ir.tensors import TensorSpec, contiguous_strides, layout_strides
+from frost.ir.tensors import Ragged, TensorSpec, contiguous_strides, layout_strides
 
 __all__ = ["Graph", "GraphBuilder", "SdpaGrads", "SdpaResult", "sdpa_backward_graph", "sdpa_forward_graph",
+           "sdpa_backward_varlen_graph", "sdpa_forward_varlen_graph",
            "GenericOp", "SdpaBackwardOp", "SdpaForwardInputs", "SdpaForwardOp", "SdpaForwardOutputs", "SdpaInputs",
-           "SdpaOp", "SdpaOutputs", "TensorSpec", "contiguous_strides", "layout_strides"]
+           "SdpaOp", "SdpaOutputs", "Ragged", "TensorSpec", "contiguous_strides", "layout_strides"]

@@ -9,7 +9,7 @@ from frost.ir.graph import Graph
 from frost.ir.pydantic_errors import as_graph_errors
 from frost.ir.ops import (STRUCTURED_OPS, Alignment, GenericOp, SdpaBackwardOp, SdpaForwardInputs,
                           SdpaForwardOp, SdpaForwardOutputs, SdpaInputs, SdpaOutputs)
-from frost.ir.tensors import LAYOUTS, DType, Layout, TensorSpec, layout_strides
+from frost.ir.tensors import LAYOUTS, DType, Layout, Ragged, TensorSpec, layout_strides
 
 
 @dataclass(frozen=True)
@@ -39,16 +39,18 @@ class GraphBuilder:
         self._ops: list = []
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: DType, *, layout: Layout = "bhsd",
-               strides: tuple[int, ...] | None = None) -> str:
+               strides: tuple[int, ...] | None = None, ragged: Ragged | None = None) -> str:
         """Declare a tensor with a logical shape; `layout` ("bhsd" or "bshd") picks strides unless `strides` is
-        given."""
+        given. A packed tensor passes `ragged` (its offsets tensor and longest sequence) and a logical (H, T, D)
+        shape; "bshd" then lays it out as packed THD memory (token, head, head dim)."""
         if layout not in LAYOUTS:
             raise GraphError(f"tensor {name!r} layout", layout, " or ".join(repr(x) for x in LAYOUTS))
         shape = tuple(int(x) for x in shape)
         if strides is None and layout != "bhsd":
-            strides = layout_strides(shape, layout)
+            strides = layout_strides(shape, layout, ragged=ragged is not None)
         with as_graph_errors(f"tensor {name!r}"):
-            spec = TensorSpec(name=name, shape=shape, dtype=dtype, strides=tuple(strides) if strides is not None else None)
+            spec = TensorSpec(name=name, shape=shape, dtype=dtype, strides=tuple(strides) if strides is not None else None,
+                              ragged=ragged)
         self._declare(spec)
         return name
 
@@ -60,7 +62,8 @@ class GraphBuilder:
 
     def _like(self, name: str, src: str, dtype: DType | None = None) -> str:
         ref = self._tensors[src]
-        self._declare(TensorSpec(name=name, shape=ref.shape, strides=ref.strides, dtype=dtype or ref.dtype))
+        self._declare(TensorSpec(name=name, shape=ref.shape, strides=ref.strides, dtype=dtype or ref.dtype,
+                                 ragged=ref.ragged))
         return name
 
     def _check_refs(self, kind: str, name: str, refs) -> None:
@@ -70,33 +73,44 @@ class GraphBuilder:
                                  f"a declared tensor ({', '.join(sorted(self._tensors)) or 'none declared'})")
 
     def _output_like(self, name: str, src: str, head_dim: int) -> str:
-        """A (B, H, S, head_dim) tensor in the io dtype, laid out as `src` is when that is BSHD (else BHSD)."""
+        """A (B, H, S, head_dim) tensor in the io dtype, laid out as `src` is when that is BSHD (else BHSD); for a
+        ragged `src`, an (H, T, head_dim) tensor ragged like it, packed THD when `src` is."""
         ref = self._tensors[src]
-        shape = (*ref.shape[:3], head_dim)
+        shape = (*ref.shape[:-1], head_dim)
+        ragged = ref.ragged is not None
         strides = None
-        if ref.strides is not None and ref.strides == layout_strides(ref.shape, "bshd"):
-            strides = layout_strides(shape, "bshd")
-        self._declare(TensorSpec(name=name, shape=shape, strides=strides, dtype=ref.dtype))
+        if ref.strides is not None and ref.strides == layout_strides(ref.shape, "bshd", ragged=ragged):
+            strides = layout_strides(shape, "bshd", ragged=ragged)
+        self._declare(TensorSpec(name=name, shape=shape, strides=strides, dtype=ref.dtype, ragged=ref.ragged))
         return name
 
+    def _expect_io_rank(self, q: str, v: str, cu_seqlens_q: str | None) -> None:
+        """q and v are rank 4, logical (B, H, S, D); rank 3, (H, T, D), in a ragged op."""
+        qs, vs = self._tensors[q], self._tensors[v]
+        rank, logical = (3, "(H, T, D), ragged") if cu_seqlens_q or qs.ragged else (4, "(B, H, S, D)")
+        for role, spec in (("q", qs), ("v", vs)):
+            if spec.rank != rank:
+                raise GraphError(f"{role} tensor {spec.name!r}.shape", spec.shape, f"rank {rank}, logical {logical}")
+
     def sdpa_forward(self, q: str, k: str, v: str, *, sink: str | None = None, seq_len_q: str | None = None,
-                     seq_len_kv: str | None = None, attn_scale: float | None = None, causal: bool = False,
+                     seq_len_kv: str | None = None, cu_seqlens_q: str | None = None,
+                     cu_seqlens_kv: str | None = None, attn_scale: float | None = None, causal: bool = False,
                      alignment: Alignment = "top_left", band_left: int | None = None, band_right: int | None = None,
                      name: str | None = None) -> SdpaResult:
         """Add an attention forward; o is (B, Hq, Sq, Dv) in the io dtype, laid out like q (BSHD or BHSD), lse fp32
-        (B, Hq, Sq). The mask keywords mean what they mean for sdpa_backward."""
+        (B, Hq, Sq). With cu_seqlens_q / cu_seqlens_kv (packed sequences; q, k, v ragged over them) o is (Hq, Tq, Dv)
+        and lse (Hq, Tq), both ragged like q. The mask keywords mean what they mean for sdpa_backward."""
         name = name or f"sdpa_forward_{len(self._ops)}"
-        self._check_refs("sdpa_forward", name, (q, k, v, sink, seq_len_q, seq_len_kv))
+        self._check_refs("sdpa_forward", name, (q, k, v, sink, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv))
+        self._expect_io_rank(q, v, cu_seqlens_q)
         qs, vs = self._tensors[q], self._tensors[v]
-        if qs.rank != 4 or vs.rank != 4:
-            bad, spec = ("q", qs) if qs.rank != 4 else ("v", vs)
-            raise GraphError(f"{bad} tensor {spec.name!r}.shape", spec.shape, "rank 4, logical (B, H, S, D)")
-        result = SdpaResult(o=self._output_like(f"{name}.o", q, vs.shape[3]), lse=f"{name}.lse")
-        self._declare(TensorSpec(name=result.lse, shape=qs.shape[:3], dtype="float32"))
+        result = SdpaResult(o=self._output_like(f"{name}.o", q, vs.shape[-1]), lse=f"{name}.lse")
+        self._declare(TensorSpec(name=result.lse, shape=qs.shape[:-1], dtype="float32", ragged=qs.ragged))
         with as_graph_errors(f"sdpa_forward {name!r}"):
             self._ops.append(SdpaForwardOp(
                 name=name, inputs=SdpaForwardInputs(q=q, k=k, v=v, sink=sink, seq_len_q=seq_len_q,
-                                                    seq_len_kv=seq_len_kv),
+                                                    seq_len_kv=seq_len_kv, cu_seqlens_q=cu_seqlens_q,
+                                                    cu_seqlens_kv=cu_seqlens_kv),
                 outputs=SdpaForwardOutputs(o=result.o, lse=result.lse), attn_scale=attn_scale, causal=causal,
                 alignment=alignment, band_left=band_left, band_right=band_right,
             ))
@@ -104,13 +118,16 @@ class GraphBuilder:
 
     def sdpa_backward(self, q: str, k: str, v: str, o: str, do: str, lse: str, *, sink: str | None = None,
                       dlse: str | None = None, seq_len_q: str | None = None, seq_len_kv: str | None = None,
+                      cu_seqlens_q: str | None = None, cu_seqlens_kv: str | None = None,
                       attn_scale: float | None = None,
                       causal: bool = False, alignment: Alignment = "top_left", band_left: int | None = None,
                       band_right: int | None = None, deterministic: bool = False, name: str | None = None) -> SdpaGrads:
-        """Add an attention backward; outputs dq/dk/dv take the layout of q/k/v, dsink is fp32 (Hq,). ``dlse``: the
-        gradient of the loss with respect to the forward's LSE output, when the loss uses it."""
+        """Add an attention backward; outputs dq/dk/dv take the layout (and raggedness) of q/k/v, dsink is fp32
+        (Hq,). ``dlse``: the gradient of the loss with respect to the forward's LSE output, when the loss uses it.
+        cu_seqlens_q / cu_seqlens_kv: packed sequences, as for sdpa_forward."""
         name = name or f"sdpa_backward_{len(self._ops)}"
-        self._check_refs("sdpa_backward", name, (q, k, v, o, do, lse, sink, dlse, seq_len_q, seq_len_kv))
+        self._check_refs("sdpa_backward", name,
+                         (q, k, v, o, do, lse, sink, dlse, seq_len_q, seq_len_kv, cu_seqlens_q, cu_seqlens_kv))
         grads = SdpaGrads(
             dq=self._like(f"{name}.dq", q), dk=self._like(f"{name}.dk", k), dv=self._like(f"{name}.dv", v),
             dsink=self._like(f"{name}.dsink", sink, "float32") if sink is not None else None,
@@ -119,7 +136,7 @@ class GraphBuilder:
             self._ops.append(SdpaBackwardOp(
                 name=name,
                 inputs=SdpaInputs(q=q, k=k, v=v, o=o, do=do, lse=lse, sink=sink, dlse=dlse, seq_len_q=seq_len_q,
-                                  seq_len_kv=seq_len_kv),
+                                  seq_len_kv=seq_len_kv, cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv),
                 outputs=SdpaOutputs(dq=grads.dq, dk=grads.dk, dv=grads.dv, dsink=grads.dsink),
                 attn_scale=attn_scale, causal=causal, alignment=alignment, band_left=band_left,
                 band_right=band_right, deterministic=deterministic,
@@ -182,5 +199,63 @@ def sdpa_forward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, h
     if padded:
         extras["seq_len_q"] = b.tensor("seq_len_q", (batch,), "int32")
         extras["seq_len_kv"] = b.tensor("seq_len_kv", (batch,), "int32")
+    b.sdpa_forward(q, k, v, name="attn", **extras, **op_attrs)
+    return b.build()
+
+
+def _varlen_side(b: GraphBuilder, batch: int, max_len_q: int, max_len_kv: int, seqused: bool
+                 ) -> tuple[Ragged, Ragged, dict]:
+    """Declare the offsets (and seqused lengths) of a packed one-op graph; returns the two Ragged and the op's
+    keyword inputs."""
+    extras = {"cu_seqlens_q": b.tensor("cu_seqlens_q", (batch + 1,), "int32"),
+              "cu_seqlens_kv": b.tensor("cu_seqlens_kv", (batch + 1,), "int32")}
+    if seqused:
+        extras["seq_len_q"] = b.tensor("seq_len_q", (batch,), "int32")
+        extras["seq_len_kv"] = b.tensor("seq_len_kv", (batch,), "int32")
+    return Ragged(offsets="cu_seqlens_q", max_len=max_len_q), Ragged(offsets="cu_seqlens_kv", max_len=max_len_kv), extras
+
+
+def sdpa_backward_varlen_graph(batch: int, heads_q: int, tokens_q: int, max_len_q: int, head_dim: int, *,
+                               heads_kv: int | None = None, tokens_kv: int | None = None,
+                               max_len_kv: int | None = None, head_dim_v: int | None = None,
+                               dtype: DType = "bfloat16", layout: Layout = "bshd", sink: bool = False,
+                               seqused: bool = False, dlse: bool = False, **op_attrs) -> Graph:
+    """The one-op backward over packed sequences (B of them, tokens_q query tokens in all), declared in one call:
+    q (Hq, Tq, D) ragged over "cu_seqlens_q", k/v over "cu_seqlens_kv", packed THD ("bshd") by default, lse (Hq, Tq)
+    head-major; `seqused` adds per-sequence valid lengths as "seq_len_q" / "seq_len_kv"."""
+    hkv, dv = heads_kv or heads_q, head_dim_v or head_dim
+    tkv, mkv = tokens_kv or tokens_q, max_len_kv if max_len_kv is not None else max_len_q
+    b = GraphBuilder("sdpa_backward_varlen")
+    rq, rkv, extras = _varlen_side(b, batch, max_len_q, mkv, seqused)
+    q = b.tensor("q", (heads_q, tokens_q, head_dim), dtype, layout=layout, ragged=rq)
+    k = b.tensor("k", (hkv, tkv, head_dim), dtype, layout=layout, ragged=rkv)
+    v = b.tensor("v", (hkv, tkv, dv), dtype, layout=layout, ragged=rkv)
+    o = b.tensor("o", (heads_q, tokens_q, dv), dtype, layout=layout, ragged=rq)
+    do = b.tensor("do", (heads_q, tokens_q, dv), dtype, layout=layout, ragged=rq)
+    lse = b.tensor("lse", (heads_q, tokens_q), "float32", ragged=rq)
+    if sink:
+        extras["sink"] = b.tensor("sink", (heads_q,), "float32")
+    if dlse:
+        extras["dlse"] = b.tensor("dlse", (heads_q, tokens_q), "float32", ragged=rq)
+    b.sdpa_backward(q, k, v, o, do, lse, name="attn", **extras, **op_attrs)
+    return b.build()
+
+
+def sdpa_forward_varlen_graph(batch: int, heads_q: int, tokens_q: int, max_len_q: int, head_dim: int, *,
+                              heads_kv: int | None = None, tokens_kv: int | None = None,
+                              max_len_kv: int | None = None, head_dim_v: int | None = None,
+                              dtype: DType = "bfloat16", layout: Layout = "bshd", sink: bool = False,
+                              seqused: bool = False, **op_attrs) -> Graph:
+    """The one-op forward over packed sequences, declared in one call (names as sdpa_backward_varlen_graph); its
+    outputs are "attn.o" (Hq, Tq, Dv), laid out like q, and "attn.lse" (Hq, Tq) head-major."""
+    hkv = heads_kv or heads_q
+    tkv, mkv = tokens_kv or tokens_q, max_len_kv if max_len_kv is not None else max_len_q
+    b = GraphBuilder("sdpa_forward_varlen")
+    rq, rkv, extras = _varlen_side(b, batch, max_len_q, mkv, seqused)
+    q = b.tensor("q", (heads_q, tokens_q, head_dim), dtype, layout=layout, ragged=rq)
+    k = b.tensor("k", (hkv, tkv, head_dim), dtype, layout=layout, ragged=rkv)
+    v = b.tensor("v", (hkv, tkv, head_dim_v or head_dim), dtype, layout=layout, ragged=rkv)
+    if sink:
+        extras["sink"] = b.tensor("sink", (heads_q,), "float32")
     b.sdpa_forward(q, k, v, name="attn", **extras, **op_attrs)
     return b.build()

@@ -9,6 +9,7 @@ from frost.ir.pydantic_errors import as_graph_errors
 from frost.ir.ops import GenericOp, Op, SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import TensorSpec, check_tensor
 from frost.ir.validate import check_sdpa_backward, check_sdpa_forward
+from frost.ir.validate_ragged import check_ragged_references
 
 
 class Graph(BaseModel):
@@ -58,6 +59,7 @@ def check_graph(graph: Graph) -> None:
             raise GraphError("tensor name", t.name, "unique tensor names")
         check_tensor(t)
         tensors[t.name] = t
+    check_ragged_references(tensors)
     produced: dict[str, str] = {}
     op_names: set[str] = set()
     for op in graph.ops:

@@ -29,8 +29,10 @@ class SdpaInputs(BaseModel):
     lse: str
     sink: str | None = None
     dlse: str | None = None   # gradient flowing into the forward's LSE output (fp32, like lse); None: zero
-    seq_len_q: str | None = None
+    seq_len_q: str | None = None     # per-batch valid lengths; in a ragged op, per-sequence (seqused)
     seq_len_kv: str | None = None
+    cu_seqlens_q: str | None = None  # int32 (B + 1,) offsets of a ragged op's packed sequences; None: dense
+    cu_seqlens_kv: str | None = None
 
 
 class SdpaOutputs(BaseModel):
@@ -51,6 +53,8 @@ class SdpaForwardInputs(BaseModel):
     sink: str | None = None
     seq_len_q: str | None = None
     seq_len_kv: str | None = None
+    cu_seqlens_q: str | None = None
+    cu_seqlens_kv: str | None = None
 
 
 class SdpaForwardOutputs(BaseModel):
@@ -90,6 +94,11 @@ class SdpaOp(BaseModel):
         if left is None and right == 0:
             return "causal"
         return "band"
+
+    @property
+    def ragged(self) -> bool:
+        """Packed variable-length sequences: the op's q-side and kv-side tensors are ragged over cu_seqlens."""
+        return self.inputs.cu_seqlens_q is not None
 
     def input_names(self) -> list[str]:
         return [n for n in self.inputs.model_dump().values() if n is not None]

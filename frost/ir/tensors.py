@@ -1,4 +1,5 @@
-"""Tensor specs: a name, a logical shape, strides in elements, and a dtype."""
+"""Tensor specs: a name, a logical shape, strides in elements, a dtype, and for a packed (ragged) tensor the offsets
+that split its token axis into sequences."""
 
 from __future__ import annotations
 
@@ -26,10 +27,14 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def layout_strides(shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
-    """Strides of a logical (B, H, S, D) shape stored as `layout` in memory ("bshd" is FlashAttention's)."""
+def layout_strides(shape: tuple[int, ...], layout: Layout, *, ragged: bool = False) -> tuple[int, ...]:
+    """Strides of a logical (B, H, S, D) shape stored as `layout` in memory ("bshd" is FlashAttention's). A ragged
+    (H, T, D) shape has no B: "bshd" then means the packed THD memory order (token, head, head dim)."""
     if layout not in LAYOUTS:
         raise GraphError("layout", layout, " or ".join(repr(x) for x in LAYOUTS))
+    if ragged and layout == "bshd" and len(shape) == 3:
+        h, t, d = shape
+        return (d, h * d, 1)
     if layout == "bhsd" or len(shape) != 4:
         return contiguous_strides(shape)
     b, h, s, d = shape
@@ -37,8 +42,21 @@ def layout_strides(shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
     return (sb, sh, ss, sd)
 
 
+class Ragged(BaseModel):
+    """A packed token axis: sequence b owns tokens [offsets[b], offsets[b + 1]) of it. `offsets` names an int32
+    (B + 1,) tensor of the graph (FlashAttention's cu_seqlens); `max_len` is the longest sequence (the caller's
+    max_seqlen), which sizes a kernel's grid without reading the offsets on the host."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    offsets: str = Field(min_length=1)
+    max_len: StrictInt
+
+
 class TensorSpec(BaseModel):
-    """One tensor of the graph. Shapes are logical (B, H, S, D); `strides` default to row-major."""
+    """One tensor of the graph. Shapes are logical (B, H, S, D); `strides` default to row-major. A ragged tensor
+    (`ragged` set) has no B: its logical shape is (H, T, D) (or (H, T) for an lse), the packed token axis T at
+    dim 1."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -46,6 +64,7 @@ class TensorSpec(BaseModel):
     shape: tuple[StrictInt, ...]
     strides: tuple[StrictInt, ...] | None = None
     dtype: DType
+    ragged: Ragged | None = None
 
     @property
     def rank(self) -> int:
@@ -65,6 +84,8 @@ def check_tensor(spec: TensorSpec) -> None:
     subject = f"tensor {spec.name!r}"
     if any(extent < 1 for extent in spec.shape):
         raise GraphError(f"{subject}.shape", spec.shape, "every extent >= 1")
+    if spec.ragged is not None:
+        _check_ragged(spec, subject)
     if spec.strides is None:
         return
     if len(spec.strides) != len(spec.shape):
@@ -80,3 +101,12 @@ def check_tensor(spec: TensorSpec) -> None:
             )
     if dims and dims[0][0] == 0:
         raise GraphError(f"{subject}.strides", spec.strides, "stride 0 only on dims of extent 1 (no broadcast views)")
+
+
+def _check_ragged(spec: TensorSpec, subject: str) -> None:
+    """A ragged tensor has a token axis at dim 1 (so rank >= 2) and a longest sequence >= 0."""
+    if spec.rank < 2:
+        raise GraphError(f"{subject}.shape", spec.shape, "rank >= 2 for a ragged tensor, logical (H, T, ...) "
+                         "with the packed token axis at dim 1")
+    if spec.ragged.max_len < 0:
+        raise GraphError(f"{subject}.ragged.max_len", spec.ragged.max_len, "an integer >= 0 (the longest sequence)")

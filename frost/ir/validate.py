@@ -1,13 +1,36 @@
 """Semantic checks of an attention op (sdpa_forward, sdpa_backward) against its tensors. Each failure is a
-GraphError naming the tensor or attribute, the value, and what would be accepted."""
+GraphError naming the tensor or attribute, the value, and what would be accepted.
+
+A dense op's tensors are logical (B, H, S, D); a ragged op's (packed sequences over cu_seqlens) drop B and have the
+packed token axis T where S was: (H, T, D). The same checks serve both through a _Frame."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from frost.errors import GraphError
 from frost.ir.ops import SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import IO_DTYPES, TensorSpec
+from frost.ir.validate_ragged import check_ragged_wiring
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """How an op's tensors are shaped: `lead` is (B,) for a dense op and () for a ragged one (B is the offsets'
+    extent - 1)."""
+
+    batch: int
+    lead: tuple[int, ...]
+
+    def meaning(self, *dims: str) -> str:
+        """'(B, Hq, Sq, Dv)' for a dense op, '(Hq, Tq, Dv)' for a ragged one."""
+        if self.lead:
+            return f"({', '.join(('B', *dims))})"
+        return f"({', '.join(d.replace('S', 'T', 1) if d.startswith('S') else d for d in dims)})"
+
+    def shape(self, *dims: int) -> tuple[int, ...]:
+        return (*self.lead, *dims)
 
 
 def _expect_dtype(t: TensorSpec, role: str, accepted: tuple[str, ...]) -> None:
@@ -20,72 +43,80 @@ def _expect_shape(t: TensorSpec, role: str, shape: tuple[int, ...], meaning: str
         raise GraphError(f"{role} tensor {t.name!r}.shape", t.shape, f"{shape} = {meaning}")
 
 
-def _check_qkv(op: SdpaOp, ts: dict[str, TensorSpec], same_dtype: tuple[tuple[str, TensorSpec], ...] = ()
-               ) -> tuple[int, int, int, int, int]:
-    """q, k, v (and `same_dtype`, further io tensors) share one io dtype and rank 4, k and v agree with q on batch,
-    head dim and GQA; returns (B, Hq, Sq, Hkv, Dv)."""
+def _check_qkv(op: SdpaOp, ts: dict[str, TensorSpec], ragged_batch: int | None,
+               same_dtype: tuple[tuple[str, TensorSpec], ...] = ()) -> tuple[_Frame, int, int, int, int]:
+    """q, k, v (and `same_dtype`, further io tensors) share one io dtype and rank 4 (rank 3 in a ragged op), k and v
+    agree with q on batch, head dim and GQA; returns (frame, Hq, Sq, Hkv, Dv)."""
     names = op.inputs
     q, k, v = ts[names.q], ts[names.k], ts[names.v]
     io = (("q", q), ("k", k), ("v", v), *same_dtype)
+    rank, logical = (4, "(B, H, S, D)") if ragged_batch is None else (3, "(H, T, D), ragged")
     for role, t in io:
         _expect_dtype(t, role, IO_DTYPES)
-        if t.rank != 4:
-            raise GraphError(f"{role} tensor {t.name!r}.shape", t.shape, "rank 4, logical (B, H, S, D)")
+        if t.rank != rank:
+            raise GraphError(f"{role} tensor {t.name!r}.shape", t.shape, f"rank {rank}, logical {logical}")
     ios = ", ".join(role for role, _ in io)
     for role, t in io[1:]:
         if t.dtype != q.dtype:
             raise GraphError(f"{role} tensor {t.name!r}.dtype", t.dtype, f"{q.dtype} (one io dtype for {ios})")
-    b, hq, sq, dqk = q.shape
-    _, hkv, skv, _ = k.shape
-    if k.shape[0] != b:
-        raise GraphError(f"k tensor {k.name!r}.shape[0]", k.shape[0], f"{b} (batch of q)")
+    frame = _Frame(q.shape[0], (q.shape[0],)) if ragged_batch is None else _Frame(ragged_batch, ())
+    n = len(frame.lead)
+    hq, sq, dqk = q.shape[n:]
+    hkv, skv = k.shape[n:n + 2]
+    if frame.lead and k.shape[0] != frame.batch:
+        raise GraphError(f"k tensor {k.name!r}.shape[0]", k.shape[0], f"{frame.batch} (batch of q)")
     if hq % hkv:
-        raise GraphError(f"k tensor {k.name!r}.shape[1]", hkv, f"a divisor of Hq={hq} (query heads per kv head must be whole)")
-    if k.shape[3] != dqk:
-        raise GraphError(f"k tensor {k.name!r}.shape[3]", k.shape[3], f"{dqk} (head dim of q)")
-    dv = v.shape[3]
-    _expect_shape(v, "v", (b, hkv, skv, dv), "(B, Hkv, Skv, Dv) matching k")
-    return b, hq, sq, hkv, dv
+        raise GraphError(f"k tensor {k.name!r}.shape[{n}]", hkv,
+                         f"a divisor of Hq={hq} (query heads per kv head must be whole)")
+    if k.shape[n + 2] != dqk:
+        raise GraphError(f"k tensor {k.name!r}.shape[{n + 2}]", k.shape[n + 2], f"{dqk} (head dim of q)")
+    dv = v.shape[n + 2]
+    _expect_shape(v, "v", frame.shape(hkv, skv, dv), f"{frame.meaning('Hkv', 'Skv', 'Dv')} matching k")
+    return frame, hq, sq, hkv, dv
 
 
-def _check_lse(t: TensorSpec, b: int, hq: int, sq: int) -> None:
+def _check_lse(t: TensorSpec, frame: _Frame, hq: int, sq: int) -> None:
     _expect_dtype(t, "lse", ("float32",))
-    _expect_shape(t, "lse", (b, hq, sq), "(B, Hq, Sq)")
+    _expect_shape(t, "lse", frame.shape(hq, sq), frame.meaning("Hq", "Sq"))
 
 
-def _check_io(op: SdpaBackwardOp, ts: dict[str, TensorSpec]) -> None:
+def _check_io(op: SdpaBackwardOp, ts: dict[str, TensorSpec], ragged_batch: int | None) -> _Frame:
     names = op.inputs
     o, do = ts[names.o], ts[names.do]
-    b, hq, sq, _, dv = _check_qkv(op, ts, (("o", o), ("do", do)))
-    _expect_shape(o, "o", (b, hq, sq, dv), "(B, Hq, Sq, Dv)")
-    _expect_shape(do, "do", (b, hq, sq, dv), "(B, Hq, Sq, Dv)")
-    _check_lse(ts[names.lse], b, hq, sq)
+    frame, hq, sq, _, dv = _check_qkv(op, ts, ragged_batch, (("o", o), ("do", do)))
+    _expect_shape(o, "o", frame.shape(hq, sq, dv), frame.meaning("Hq", "Sq", "Dv"))
+    _expect_shape(do, "do", frame.shape(hq, sq, dv), frame.meaning("Hq", "Sq", "Dv"))
+    _check_lse(ts[names.lse], frame, hq, sq)
+    return frame
 
 
-def _check_side_inputs(op: SdpaOp, ts: dict[str, TensorSpec]) -> None:
+def _heads_q(op: SdpaOp, ts: dict[str, TensorSpec], frame: _Frame) -> int:
+    return ts[op.inputs.q].shape[len(frame.lead)]
+
+
+def _check_side_inputs(op: SdpaOp, ts: dict[str, TensorSpec], frame: _Frame) -> None:
     """sink fp32 (Hq,), seq_len_q / seq_len_kv int32 (B,), where given."""
-    b, hq = ts[op.inputs.q].shape[:2]
     if op.inputs.sink is not None:
         sink = ts[op.inputs.sink]
         _expect_dtype(sink, "sink", ("float32",))
-        _expect_shape(sink, "sink", (hq,), "(Hq,)")
+        _expect_shape(sink, "sink", (_heads_q(op, ts, frame),), "(Hq,)")
     for role in ("seq_len_q", "seq_len_kv"):
         name = getattr(op.inputs, role)
         if name is not None:
             t = ts[name]
             _expect_dtype(t, role, ("int32",))
-            _expect_shape(t, role, (b,), "(B,)")
+            _expect_shape(t, role, (frame.batch,), "(B,)" if frame.lead else "(B,), one valid length per sequence")
 
 
-def _check_optional_inputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec]) -> None:
-    _check_side_inputs(op, ts)
+def _check_optional_inputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec], frame: _Frame) -> None:
+    _check_side_inputs(op, ts, frame)
     if op.inputs.dlse is not None:
         dlse = ts[op.inputs.dlse]
         _expect_dtype(dlse, "dlse", ("float32",))
-        _expect_shape(dlse, "dlse", ts[op.inputs.lse].shape, "(B, Hq, Sq), the shape of lse")
+        _expect_shape(dlse, "dlse", ts[op.inputs.lse].shape, f"{frame.meaning('Hq', 'Sq')}, the shape of lse")
 
 
-def _check_outputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec]) -> None:
+def _check_outputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec], frame: _Frame) -> None:
     io_dtype = ts[op.inputs.q].dtype
     for role, src in (("dq", op.inputs.q), ("dk", op.inputs.k), ("dv", op.inputs.v)):
         t = ts[getattr(op.outputs, role)]
@@ -99,7 +130,7 @@ def _check_outputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec]) -> None:
     if has_dsink:
         t = ts[op.outputs.dsink]
         _expect_dtype(t, "dsink", ("float32",))
-        _expect_shape(t, "dsink", (ts[op.inputs.q].shape[1],), "(Hq,)")
+        _expect_shape(t, "dsink", (_heads_q(op, ts, frame),), "(Hq,)")
 
 
 def _check_attrs(op: SdpaOp) -> None:
@@ -115,17 +146,17 @@ def _check_attrs(op: SdpaOp) -> None:
 def check_sdpa_backward(op: SdpaBackwardOp, ts: dict[str, TensorSpec]) -> None:
     """Raise GraphError at the first inconsistency between the op, its attributes and its tensors."""
     _check_attrs(op)
-    _check_io(op, ts)
-    _check_optional_inputs(op, ts)
-    _check_outputs(op, ts)
+    frame = _check_io(op, ts, check_ragged_wiring(op, ts))
+    _check_optional_inputs(op, ts, frame)
+    _check_outputs(op, ts, frame)
 
 
 def check_sdpa_forward(op: SdpaForwardOp, ts: dict[str, TensorSpec]) -> None:
     """Raise GraphError at the first inconsistency of a forward: q, k, v as for the backward; o (B, Hq, Sq, Dv) in
-    the io dtype; lse fp32 (B, Hq, Sq); sink and lengths as for the backward."""
+    the io dtype; lse fp32 (B, Hq, Sq); sink and lengths as for the backward (ragged: without B)."""
     _check_attrs(op)
     o = ts[op.outputs.o]
-    b, hq, sq, _, dv = _check_qkv(op, ts, (("o", o),))
-    _expect_shape(o, "o", (b, hq, sq, dv), "(B, Hq, Sq, Dv)")
-    _check_lse(ts[op.outputs.lse], b, hq, sq)
-    _check_side_inputs(op, ts)
+    frame, hq, sq, _, dv = _check_qkv(op, ts, check_ragged_wiring(op, ts), (("o", o),))
+    _expect_shape(o, "o", frame.shape(hq, sq, dv), frame.meaning("Hq", "Sq", "Dv"))
+    _check_lse(ts[op.outputs.lse], frame, hq, sq)
+    _check_side_inputs(op, ts, frame)

@@ -41,7 +41,7 @@ def test_one_call_graph_declares_every_tensor() -> None:
     assert isinstance(op, SdpaBackwardOp) and g.sdpa_ops() == [op] and op.name == "attn"
     assert op.inputs.model_dump() == {"q": "q", "k": "k", "v": "v", "o": "o", "do": "do", "lse": "lse",
                                       "sink": "sink", "dlse": "dlse", "seq_len_q": "seq_len_q",
-                                      "seq_len_kv": "seq_len_kv"}
+                                      "seq_len_kv": "seq_len_kv", "cu_seqlens_q": None, "cu_seqlens_kv": None}
     assert op.outputs.model_dump() == {"dq": "attn.dq", "dk": "attn.dk", "dv": "attn.dv", "dsink": "attn.dsink"}
     assert (op.causal, op.alignment, op.band, op.mask_kind) == (True, "bottom_right", (16, 0), "band")
     assert (op.attn_scale, op.deterministic) == (None, False)

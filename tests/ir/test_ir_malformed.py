@@ -30,8 +30,9 @@ def assert_names(err: GraphError, expected: tuple) -> None:
 @settings(max_examples=15, deadline=None)
 @given(data=st.data())
 def test_malformed_graph_is_rejected(corruption: Corruption, data) -> None:
+    ragged = True if "ragged" in corruption.needs else False if "dense" in corruption.needs else None
     graph = data.draw(valid_graphs(sink=True if "sink" in corruption.needs else None,
-                                   padded=True if "padded" in corruption.needs else None))
+                                   padded=True if "padded" in corruption.needs else None, ragged=ragged))
     doc = json.loads(graph.model_dump_json())
     replay(doc)  # the uncorrupted graph builds
     expected = corruption.apply(doc, data)
