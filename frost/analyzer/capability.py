@@ -26,6 +26,7 @@ class Capability:
     alignments: tuple[str, ...] = ("top_left", "bottom_right")
     gqa: bool = True
     padding: bool = True
+    ragged: bool = True                      # packed variable-length sequences (ragged tensors over cu_seqlens)
     sink: bool = True
     dlse: bool = True                        # a gradient on the forward's LSE output (dlse input)
     deterministic: bool = True
@@ -53,7 +54,7 @@ CUTE_SM120 = Capability(
     dtypes=("float16", "bfloat16"), dv_le_dqk=True,
     head_dim=HeadDims(multiple_of=limits.HEAD_DIM_MULTIPLE, max=limits.HEAD_DIM_MAX, pads=limits.HEAD_DIM_PADS),
     masks=("none", "causal", "band"), alignments=("top_left", "bottom_right"),
-    gqa=True, padding=True, sink=True, dlse=True, deterministic=True,
+    gqa=True, padding=True, ragged=False, sink=True, dlse=True, deterministic=True,
     needs_head_dim_contiguous=True, needs_16b_strides=True, needs_32bit_seq_strides=True,
     max_smem_bytes=limits.SMEM_BYTES, max_seq=limits.MAX_SEQ, max_acc_elements=limits.MAX_ACC_ELEMENTS,
     description="CuTe-DSL mma.sync + ldmatrix kernels for the SM120 class (built for sm_90a on Hopper)",
@@ -62,7 +63,7 @@ CUTE_SM120 = Capability(
 # The forward kernel (frost.kernels.forward): no workspace and no dQ accumulator (so no head-dim-dependent sequence
 # limit), 64-bit strides (no sequence-stride limit); a forward has no dlse input and no deterministic mode.
 CUTE_SM120_FORWARD = replace(
-    CUTE_SM120, op="sdpa_forward", dlse=False, deterministic=False, needs_32bit_seq_strides=False,
+    CUTE_SM120, op="sdpa_forward", ragged=False, dlse=False, deterministic=False, needs_32bit_seq_strides=False,
     max_acc_elements=None,
     description="CuTe-DSL FlashAttention-2-style forward (Q-stationary, online softmax in fp32) for the SM120 class",
 )

@@ -49,6 +49,25 @@ def _layout(mems: list[_Memory]) -> str:
     return common[0] if common else "strided"
 
 
+def _is_thd(t: TensorSpec) -> bool:
+    """A ragged (H, T, D) tensor in packed THD memory order: token stride > head stride > head-dim stride = 1 (dims
+    of extent 1 say nothing)."""
+    strides = t.effective_strides
+    live = [d for d, extent in enumerate(t.shape) if extent > 1]
+    outer_first = sorted(live, key=lambda d: -strides[d])
+    return (t.shape[2] == 1 or strides[2] == 1) and outer_first == [d for d in (1, 0, 2) if d in live]
+
+
+def _sizes(q: TensorSpec, k: TensorSpec, ts: dict, op: SdpaOp) -> tuple[int, int, int, int, int]:
+    """(batch, seq_q, seq_kv, tokens_q, tokens_kv): a dense op's from its (B, H, S, D) shapes; a packed op's from
+    its offsets (B), max_len (the longest sequence) and token axis (T)."""
+    if op.ragged:
+        batch = ts[op.inputs.cu_seqlens_q].shape[0] - 1
+        return batch, q.ragged.max_len, k.ragged.max_len, q.shape[1], k.shape[1]
+    batch, seq_q, seq_kv = q.shape[0], q.shape[2], k.shape[2]
+    return batch, seq_q, seq_kv, batch * seq_q, batch * seq_kv
+
+
 def _resolve(graph, op) -> SdpaOp:
     if isinstance(op, str):
         op = next((o for o in graph.ops if o.name == op), None) or op
@@ -58,7 +77,8 @@ def _resolve(graph, op) -> SdpaOp:
 
 
 def _io_names(op: SdpaOp) -> tuple[tuple[str, ...], str, tuple[str, str]]:
-    """(the op's rank-4 io tensors, its lse, the two whose sequence strides must stay 32-bit addressable)."""
+    """(the op's io tensors (rank 4, or rank 3 when packed), its lse, the two whose sequence strides must stay 32-bit
+    addressable)."""
     ins, outs = op.inputs, op.outputs
     if isinstance(op, SdpaBackwardOp):
         return (ins.q, ins.k, ins.v, ins.o, ins.do, outs.dq, outs.dk, outs.dv), ins.lse, (ins.q, ins.do)
@@ -66,29 +86,31 @@ def _io_names(op: SdpaOp) -> tuple[tuple[str, ...], str, tuple[str, str]]:
 
 
 def facts_for(graph, op: SdpaOp | str) -> Facts:
-    """Describe `op` (an attention op of `graph`, or its name) as Facts."""
+    """Describe `op` (an attention op of `graph`, or its name) as Facts. Heads come from the axis before the
+    sequence (token) axis and head dims from the last one, so dense (B, H, S, D) and packed (H, T, D) read alike."""
     op = _resolve(graph, op)
     ts = graph.tensor_map()
     ins = op.inputs
     io, lse_name, seq_strided = _io_names(op)
     q, k, v, lse = ts[ins.q], ts[ins.k], ts[ins.v], ts[lse_name]
     mems = [_memory_of(ts[n]) for n in io]
-    batch, heads_q, seq_q, head_dim_qk = q.shape
-    heads_kv, seq_kv = k.shape[1], k.shape[2]
+    batch, seq_q, seq_kv, tokens_q, tokens_kv = _sizes(q, k, ts, op)
+    heads_q, heads_kv, head_dim_qk = q.shape[-3], k.shape[-3], q.shape[-1]
     band_left, band_right = op.band
     return Facts(
         op_name=op.name, op=op.op, dtype=q.dtype, batch=batch, heads_q=heads_q, heads_kv=heads_kv,
-        gqa_group=heads_q // heads_kv, seq_q=seq_q, seq_kv=seq_kv, head_dim_qk=head_dim_qk, head_dim_v=v.shape[3],
+        gqa_group=heads_q // heads_kv, seq_q=seq_q, seq_kv=seq_kv, tokens_q=tokens_q, tokens_kv=tokens_kv,
+        varlen=op.ragged, head_dim_qk=head_dim_qk, head_dim_v=v.shape[-1],
         attn_scale=op.attn_scale if op.attn_scale is not None else 1.0 / math.sqrt(head_dim_qk),
         mask=op.mask_kind, alignment=op.alignment, band_left=band_left, band_right=band_right,
         has_padding_q=ins.seq_len_q is not None, has_padding_kv=ins.seq_len_kv is not None,
         has_sink=ins.sink is not None, has_dlse=getattr(ins, "dlse", None) is not None,
         deterministic=getattr(op, "deterministic", False),
-        layout=_layout(mems),
+        layout=("thd" if all(_is_thd(ts[n]) for n in io) else "strided") if op.ragged else _layout(mems),
         head_dim_contiguous=all(m.head_dim_contiguous for m in mems),
         strides_16b_aligned=all(m.strides_16b_aligned for m in mems),
-        lse_contiguous=lse.shape[2] == 1 or lse.effective_strides[2] == 1,
+        lse_contiguous=lse.shape[-1] == 1 or lse.effective_strides[-1] == 1,
         needs_int64_offsets=any(m.span >= INT32_SPAN for m in mems),
-        seq_strides_32bit=all(ts[n].shape[2] <= 1 or ts[n].effective_strides[2] < SEQ_STRIDE_LIMIT
+        seq_strides_32bit=all(ts[n].shape[-2] <= 1 or ts[n].effective_strides[-2] < SEQ_STRIDE_LIMIT
                               for n in seq_strided),
     )

@@ -56,6 +56,7 @@ ROWS: tuple[tuple[dict[str, str], Callable[[Capability], str]], ...] = (
     ({k: "Diagonal alignments" for k in BOTH}, lambda c: _list(c.alignments)),
     ({k: "GQA / MQA" for k in BOTH}, lambda c: _yes(c.gqa)),
     ({k: "Padding (seq_len_q / seq_len_kv)" for k in BOTH}, lambda c: _yes(c.padding)),
+    ({k: "Packed sequences (cu_seqlens, THD)" for k in BOTH}, lambda c: _yes(c.ragged)),
     ({BACKWARD: "Sink + dsink", FORWARD: "Sink"}, lambda c: _yes(c.sink)),
     ({BACKWARD: "LSE gradient (dlse)"}, lambda c: _yes(c.dlse)),
     ({BACKWARD: "Deterministic"}, lambda c: _yes(c.deterministic)),

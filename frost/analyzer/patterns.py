@@ -62,11 +62,12 @@ def _dsink_iff_sink(b: Binding) -> Optional[str]:
 
 
 SDPA_BACKWARD = Pattern(op="sdpa_backward", needs=("q", "k", "v", "o", "do", "lse"),
-                        may=("sink", "dlse", "seq_len_q", "seq_len_kv"), emits=("dq", "dk", "dv", "dsink"),
+                        may=("sink", "dlse", "seq_len_q", "seq_len_kv", "cu_seqlens_q", "cu_seqlens_kv"),
+                        emits=("dq", "dk", "dv", "dsink"),
                         where=_dsink_iff_sink)
 
-SDPA_FORWARD = Pattern(op="sdpa_forward", needs=("q", "k", "v"), may=("sink", "seq_len_q", "seq_len_kv"),
-                       emits=("o", "lse"))
+SDPA_FORWARD = Pattern(op="sdpa_forward", needs=("q", "k", "v"),
+                       may=("sink", "seq_len_q", "seq_len_kv", "cu_seqlens_q", "cu_seqlens_kv"), emits=("o", "lse"))
 
 PATTERNS: tuple[Pattern, ...] = (SDPA_BACKWARD, SDPA_FORWARD)
 

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from analyzer_graphs import baseline, custom, gpt_oss, permuted_strides, pitched_strides
+from analyzer_graphs import B, H, S, baseline, custom, gpt_oss, permuted_strides, pitched_strides
 from frost.analyzer import (CODES, CUTE_SM120, REFERENCE, REFERENCE_FORWARD, declines, facts_for, normalise_target,
                             probe)
-from frost.ir import sdpa_backward_graph, sdpa_forward_graph
+from frost.ir import sdpa_backward_graph, sdpa_backward_varlen_graph, sdpa_forward_graph
 
 
 def _facts(graph):
@@ -43,6 +43,8 @@ ALONE = {
     "gqa": (lambda: baseline(heads_kv=2), "sm_120", NARROW, [("gqa", "gqa_group")]),
     "padding": (lambda: baseline(padded=True), "sm_120", NARROW,
                 [("padding", "has_padding_q"), ("padding", "has_padding_kv")]),
+    "ragged": (lambda: sdpa_backward_varlen_graph(B, H, 3 * S, S, 64, causal=True), "sm_120",
+               dataclasses.replace(CUTE_SM120, ragged=False), [("ragged", "varlen")]),
     "sink": (lambda: baseline(sink=True), "sm_120", NARROW, [("sink", "has_sink")]),
     "dlse": (lambda: baseline(dlse=True), "sm_120", NARROW, [("dlse", "has_dlse")]),
     "deterministic": (lambda: baseline(deterministic=True), "sm_90", NARROW,
