@@ -67,10 +67,10 @@ def test_token_major_lse_gives_the_same_gradients():
 
 def test_non_contiguous_token_strides():
     """q, k, v as slices of one packed qkv buffer (token stride 3·H·D), dout transposed in memory."""
-    case = Case(hq=2, hkv=2, sink=True, options=dict(causal=True, window_size=(2, None)))
+    case = Case(lens_kv=Case().lens_q, hq=2, hkv=2, sink=True, options=dict(causal=True, window_size=(2, None)))
     p = make(case)
     tq, h, d = p.q.shape
-    qkv = torch.stack([p.q, p.k, p.v], dim=1)   # (T, 3, H, D): lens_q == lens_kv here
+    qkv = torch.stack([p.q, p.k, p.v], dim=1)   # (T, 3, H, D): the same lengths on both sides
     q, k, v = qkv.unbind(1)
     dout = p.dout.transpose(0, 1).contiguous().transpose(0, 1)
     assert q.stride(0) == 3 * h * d and not dout.is_contiguous()
@@ -117,10 +117,10 @@ def test_new_boundaries_with_the_same_metadata_reuse_the_plan():
     torch.testing.assert_close(out[3:8], want)
 
 
-@pytest.mark.parametrize("lens_q, lens_kv, extra_q", [((), (), 0), ((0, 0), (0, 0), 2), ((0, 3), (0, 2), 0),
+@pytest.mark.parametrize("lens_q, lens_kv, extra_q", [((), (), 0), ((0, 0), (0, 0), 2), ((0, 0), (0, 3), 0),
                                                        ((2, 3), (0, 0), 1)])
 def test_problems_with_nothing_to_compute(lens_q, lens_kv, extra_q):
-    """No sequence, only empty sequences, or no key at all: zeros (lse = the sink where a row sees no key)."""
+    """No sequence, no query or no key at all: zero gradients but dsink (lse = the sink where a row sees no key)."""
     case = Case(lens_q=lens_q, lens_kv=lens_kv, extra_q=extra_q, sink=True)
     p = make(case)
     got = _functional(case, p)
