@@ -60,10 +60,11 @@ def _batch(op: SdpaOp, ts: dict[str, TensorSpec]) -> int:
     return cu_q.shape[0] - 1
 
 
-def _check_side(role: str, name: str, field: str, ref: tuple[str, TensorSpec], ops_subject: str,
-                ts: dict[str, TensorSpec], offsets: str) -> None:
-    """One q-side or kv-side tensor: ragged over the op's `field` offsets with the max_len of its side's `ref`."""
-    t = ts[name]
+def _check_side(role: str, t: TensorSpec, field: str, offsets: str, ref: tuple[str, TensorSpec],
+                ops_subject: str) -> None:
+    """One q-side or kv-side tensor: ragged over `offsets` (the op's `field`) with the max_len of its side's `ref`
+    (q for the q side, k for the kv side)."""
+    name = t.name
     if t.ragged is None:
         raise GraphError(f"{role} tensor {name!r}.ragged", None,
                          f"ragged over {offsets!r} ({ops_subject}.inputs.{field} is given)")
@@ -100,5 +101,5 @@ def check_ragged_wiring(op: SdpaOp, ts: dict[str, TensorSpec]) -> int | None:
                 raise GraphError(f"{role} tensor {name!r}.ragged", ts[name].ragged,
                                  "None (only the q-side and kv-side tensors of a packed op are ragged)")
             continue
-        _check_side(role, name, field, refs[field], subject, ts, getattr(ins, field))
+        _check_side(role, ts[name], field, getattr(ins, field), refs[field], subject)
     return batch

@@ -1,7 +1,7 @@
 """Compile keys: exactly what changes the generated code, so equal keys can share one compiled kernel.
 
 dtype, head dims, mask kind and alignment, tile config and arch come from the kernel library's own key; frost adds
-the feature facts (GQA, padding, sink, deterministic, 64-bit offsets) and the tensors' kernel-relevant signature
+the feature facts (GQA, packed sequences, padding, sink, deterministic, 64-bit offsets) and the tensors' kernel-relevant signature
 (unit head-dim stride, 16-byte strides). Batch and sequence extents never enter a key."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from frost.lowering.signature import TensorSignature
 
 
 def feature_tag(facts: Facts) -> str:
-    flags = (("gqa", facts.gqa_group > 1), ("padq", facts.has_padding_q), ("padkv", facts.has_padding_kv),
+    flags = (("gqa", facts.gqa_group > 1), ("varlen", facts.varlen), ("padq", facts.has_padding_q),
+             ("padkv", facts.has_padding_kv),
              ("sink", facts.has_sink), ("dlse", facts.has_dlse), ("det", facts.deterministic),
              ("i64", facts.needs_int64_offsets))
     return "+".join(name for name, on in flags if on) or "plain"
@@ -32,8 +33,10 @@ def runtime_features_key(engine: str, kernel_key: str, signatures: list[TensorSi
 
 
 def op_signatures(graph, op) -> list[TensorSignature]:
-    """Signatures of the op's rank-4 io tensors (the ones a kernel addresses with strides)."""
+    """Signatures of the op's io tensors with a head dim (the ones a kernel addresses with strides): rank 4, or
+    rank 3 when ragged (H, T, D)."""
     from frost.lowering.signature import spec_signature
 
     ts = graph.tensor_map()
-    return [spec_signature(ts[n]) for n in op.input_names() + op.output_names() if ts[n].rank == 4]
+    return [spec_signature(ts[n]) for n in op.input_names() + op.output_names()
+            if ts[n].rank == 4 or (ts[n].ragged is not None and ts[n].rank == 3)]

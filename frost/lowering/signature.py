@@ -19,8 +19,9 @@ class TensorSignature:
     dense: tuple[bool, ...]         # per dim: no gap between it and the next-inner dim (always True at extent 1)
     inner_unit: bool                # the last dim (head dim) has stride 1
     strides_aligned16: bool         # every stride of a dim of extent > 1, except a unit one, is a multiple of 16 bytes
-    heads: int | None               # H of (B, H, S, D) / (B, H, S), or of (H,) for a sink; None otherwise
-    head_dim: int | None            # D of a rank-4 tensor
+    heads: int | None               # H of (B, H, S, D) / (B, H, S), of a ragged (H, T, D) / (H, T), or of (H,) for a
+                                    # sink; None otherwise
+    head_dim: int | None            # D of a rank-4 tensor or a ragged rank-3 one
 
     @property
     def kernel_tag(self) -> str:
@@ -42,15 +43,22 @@ def _dense(shape: tuple[int, ...], strides: tuple[int, ...], order: tuple[int, .
     return tuple(dense)
 
 
-def _heads(shape: tuple[int, ...], role_is_sink: bool) -> int | None:
+def _heads(shape: tuple[int, ...], role_is_sink: bool, ragged: bool) -> int | None:
+    if ragged:
+        return shape[0] if len(shape) in (2, 3) else None
     if len(shape) in (3, 4):
         return shape[1]
     return shape[0] if role_is_sink and len(shape) == 1 else None
 
 
+def _head_dim(shape: tuple[int, ...], ragged: bool) -> int | None:
+    return shape[-1] if len(shape) == (3 if ragged else 4) else None
+
+
 def make_signature(dtype: str, shape: tuple[int, ...], strides: tuple[int, ...], *,
-                   sink: bool = False) -> TensorSignature:
-    """Signature of a tensor given as plain values (a graph spec or a runtime tensor's metadata)."""
+                   sink: bool = False, ragged: bool = False) -> TensorSignature:
+    """Signature of a tensor given as plain values (a graph spec or a runtime tensor's metadata). A ragged tensor's
+    logical shape has no B: (H, T, D) or (H, T); its token count T is a sequence extent and never recorded."""
     shape, strides = tuple(shape), tuple(strides)
     itemsize = DTYPE_BYTES.get(dtype, 1)
     order = _order(shape, strides)
@@ -58,12 +66,12 @@ def make_signature(dtype: str, shape: tuple[int, ...], strides: tuple[int, ...],
     return TensorSignature(
         dtype=dtype, rank=len(shape), stride_order=order, dense=_dense(shape, strides, order),
         inner_unit=not shape or shape[-1] == 1 or strides[-1] == 1, strides_aligned16=aligned,
-        heads=_heads(shape, sink), head_dim=shape[3] if len(shape) == 4 else None,
+        heads=_heads(shape, sink, ragged), head_dim=_head_dim(shape, ragged),
     )
 
 
 def spec_signature(spec: TensorSpec, *, sink: bool = False) -> TensorSignature:
-    return make_signature(spec.dtype, spec.shape, spec.effective_strides, sink=sink)
+    return make_signature(spec.dtype, spec.shape, spec.effective_strides, sink=sink, ragged=spec.ragged is not None)
 
 
 def tensor_signature(t, *, sink: bool = False) -> TensorSignature:

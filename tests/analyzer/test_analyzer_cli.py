@@ -11,7 +11,7 @@ import pytest
 
 from analyzer_graphs import gpt_oss
 from frost.cli import main
-from frost.ir import GraphBuilder
+from frost.ir import GraphBuilder, sdpa_forward_varlen_graph
 
 
 @pytest.fixture
@@ -104,6 +104,16 @@ def test_probe_engine_answers_whether_a_gpu_kernel_serves_it(graph_file, capsys)
     assert out.startswith("target sm_120 (engine cute_sm120): NOT supported") and "reference" not in out
     assert main(["probe", graph_file(gpt_oss()), "--target", "sm_120", "--engine", "cute_sm120"]) == 0
     assert main(["probe", graph_file(gpt_oss()), "--target", "cpu", "--engine", "cute_sm120"]) == 1
+
+
+def test_probe_shows_a_packed_op_and_why_the_kernels_decline_it(graph_file, capsys):
+    """While the kernel tables have ragged=False: the reference serves it, and the report says why."""
+    path = graph_file(sdpa_forward_varlen_graph(3, 8, 600, 256, 64, seqused=True, causal=True))
+    assert main(["probe", path, "--target", "sm_120"]) == 0
+    out = capsys.readouterr().out
+    assert "-> reference" in out and "[ragged] varlen=True" in out
+    assert "B=3 Hq=8 Hkv=8 Tq=600 Tkv=600 max_Sq=256 max_Skv=256" in out and "seqused=q,kv layout=thd varlen" in out
+    assert main(["probe", path, "--target", "sm_120", "--engine", "cute_sm120"]) == 1
 
 
 def test_probe_unknown_engine_exits_2(graph_file, capsys):

@@ -1,6 +1,6 @@
-"""The reference engine adapter: runs frost.reference (torch math) for one op, forward or backward. Any device, every
-feature; it allocates its own temporaries and may synchronise (it validates sequence lengths), so it is not
-capturable."""
+"""The reference engine adapter: runs frost.reference (torch math) for one op, forward or backward, dense or packed
+(ragged tensors over cu_seqlens, through frost.reference.varlen). Any device, every feature; it allocates its own
+temporaries and may synchronise (it validates sequence lengths and reads packed offsets), so it is not capturable."""
 
 from __future__ import annotations
 
@@ -10,9 +10,23 @@ from frost.lowering.plan import KernelLaunch, Lowering
 
 def reference_key(facts: Facts) -> str:
     kind = "|forward" if facts.op == "sdpa_forward" else ""
+    kind += "|varlen" if facts.varlen else ""
     return (f"reference{kind}|{facts.dtype}|d{facts.head_dim_qk}x{facts.head_dim_v}|{facts.mask}|{facts.alignment}"
             f"|g{facts.gqa_group}|pad{int(facts.has_padding_q)}{int(facts.has_padding_kv)}|sink{int(facts.has_sink)}"
             f"{'|dlse' if facts.has_dlse else ''}")
+
+
+def _options(op, facts: Facts) -> dict:
+    return dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment, band_left=op.band_left,
+                band_right=op.band_right)
+
+
+def _lengths(ins) -> tuple[tuple[str, str], ...]:
+    """(argument, graph input) pairs for the offsets and lengths: seq_len_* are a packed op's seqused_*."""
+    if ins.cu_seqlens_q is None:
+        return ("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv)
+    return (("cu_q", ins.cu_seqlens_q), ("cu_kv", ins.cu_seqlens_kv), ("seqused_q", ins.seq_len_q),
+            ("seqused_kv", ins.seq_len_kv))
 
 
 class ReferenceEngine:
@@ -23,16 +37,17 @@ class ReferenceEngine:
             return _lower_forward(op, facts)
         ins, outs = op.inputs, op.outputs
         grads = (outs.dq, outs.dk, outs.dv, outs.dsink)
-        options = dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment,
-                       band_left=op.band_left, band_right=op.band_right)
-        optional = {"seq_len_q": ins.seq_len_q, "seq_len_kv": ins.seq_len_kv, "sink": ins.sink, "dlse": ins.dlse}
+        options = _options(op, facts)
+        optional = {**dict(_lengths(ins)), "sink": ins.sink, "dlse": ins.dlse}
         operands = (ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse)
+        ragged = op.ragged
 
         def run(tensors: dict, workspace: dict, stream) -> None:
-            from frost.reference import attention_backward
+            from frost.reference import attention_backward, attention_backward_varlen
 
+            backward = attention_backward_varlen if ragged else attention_backward
             extra = {key: tensors[name] for key, name in optional.items() if name is not None}
-            results = attention_backward(*(tensors[n] for n in operands), **options, **extra)
+            results = backward(*(tensors[n] for n in operands), **options, **extra)
             for name, value in zip(grads, results):
                 if name is not None:
                     tensors[name].copy_(value)
@@ -43,15 +58,16 @@ class ReferenceEngine:
 
 def _lower_forward(op, facts: Facts) -> Lowering:
     ins, outs = op.inputs, op.outputs
-    options = dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment, band_left=op.band_left,
-                   band_right=op.band_right)
-    optional = {"seq_len_q": ins.seq_len_q, "seq_len_kv": ins.seq_len_kv, "sink": ins.sink}
+    options = _options(op, facts)
+    optional = {**dict(_lengths(ins)), "sink": ins.sink}
+    ragged = op.ragged
 
     def run(tensors: dict, workspace: dict, stream) -> None:
-        from frost.reference import attention_forward
+        from frost.reference import attention_forward, attention_forward_varlen
 
+        forward = attention_forward_varlen if ragged else attention_forward
         extra = {key: tensors[name] for key, name in optional.items() if name is not None}
-        o, lse = attention_forward(tensors[ins.q], tensors[ins.k], tensors[ins.v], **options, **extra)
+        o, lse = forward(tensors[ins.q], tensors[ins.k], tensors[ins.v], **options, **extra)
         tensors[outs.o].copy_(o)
         tensors[outs.lse].copy_(lse)
 

@@ -1,0 +1,148 @@
+"""Packed (ragged) graphs through the plan: the reference engine runs them (chosen on a GPU target too while the
+kernel tables decline ragged ops), the executor checks ragged tensors and int32 offsets like any other tensor, and
+signatures read a ragged tensor's heads and head dim without its token count."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import frost.compile_api as api
+from frost.errors import TensorError
+from frost.ir import sdpa_backward_graph, sdpa_backward_varlen_graph, sdpa_forward_varlen_graph
+from frost.lowering import spec_signature
+from frost.lowering.keys import op_signatures
+from frost.reference import attention_backward_varlen, attention_forward_varlen
+
+TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64, "int32": torch.int32}
+CU = [0, 7, 7, 20, 26]          # 4 sequences (one empty) over 26 of the 30 tokens
+USED = [5, 0, 13, 2]
+MASK = dict(causal=True, alignment="bottom_right", band_left=6)
+
+
+def graph(dtype="float64"):
+    return sdpa_backward_varlen_graph(4, 4, 30, 13, 16, heads_kv=2, head_dim_v=8, dtype=dtype, sink=True,
+                                      seqused=True, dlse=True, **MASK)
+
+
+def inputs(g, seed=0) -> dict:
+    """Random tensors with each graph input's declared shape and strides; offsets CU, seqused USED."""
+    gen = torch.Generator().manual_seed(seed)
+    op = g.sdpa_ops()[0]
+    out = {}
+    for spec in g.tensors:
+        if spec.name in op.output_names():
+            continue
+        t = torch.empty_strided(spec.shape, spec.effective_strides, dtype=TORCH[spec.dtype])
+        if spec.dtype == "int32":
+            t.copy_(torch.tensor(CU if spec.name.startswith("cu_") else USED, dtype=torch.int32))
+        else:
+            t.copy_(torch.randn(spec.shape, generator=gen, dtype=torch.float64))
+        out[spec.name] = t
+    return out
+
+
+def test_the_reference_engine_runs_a_packed_backward():
+    g = graph()
+    plan = api.build_plan(g, "cpu")
+    t = inputs(g)
+    got = plan.execute(dict(t))
+    want = attention_backward_varlen(t["q"], t["k"], t["v"], t["o"], t["do"], t["lse"], t["cu_seqlens_q"],
+                                     t["cu_seqlens_kv"], seqused_q=t["seq_len_q"], seqused_kv=t["seq_len_kv"],
+                                     sink=t["sink"], dlse=t["dlse"], **MASK)
+    for name, w in zip(("attn.dq", "attn.dk", "attn.dv", "attn.dsink"), want):
+        assert torch.equal(got[name], w.to(got[name].dtype)), name
+    assert got["attn.dq"].stride() == g.tensor("attn.dq").effective_strides
+    assert torch.all(got["attn.dq"][:, 26:] == 0) and torch.all(got["attn.dk"][:, 26:] == 0)
+
+
+def test_the_reference_engine_runs_a_packed_forward():
+    g = sdpa_forward_varlen_graph(4, 4, 30, 13, 16, heads_kv=2, dtype="float64", sink=True, seqused=True, **MASK)
+    t = inputs(g)
+    got = api.build_plan(g, "cpu").execute(dict(t))
+    o, lse = attention_forward_varlen(t["q"], t["k"], t["v"], t["cu_seqlens_q"], t["cu_seqlens_kv"],
+                                      seqused_q=t["seq_len_q"], seqused_kv=t["seq_len_kv"], sink=t["sink"], **MASK)
+    assert torch.equal(got["attn.o"], o) and torch.equal(got["attn.lse"], lse.float())
+    assert got["attn.lse"].dtype == torch.float32 and torch.all(got["attn.lse"][:, 26:] == float("-inf"))
+
+
+def test_one_packed_sequence_is_the_dense_batch_of_one():
+    """An independent check of the wiring: a packed batch holding one sequence equals the dense plan's B = 1."""
+    packed = sdpa_backward_varlen_graph(1, 4, 24, 24, 16, heads_kv=2, dtype="float64", sink=True, causal=True)
+    dense = sdpa_backward_graph(1, 4, 24, 16, heads_kv=2, dtype="float64", sink=True, causal=True)
+    t = inputs(dense)
+    got_dense = api.build_plan(dense, "cpu").execute(dict(t))
+    cu = torch.tensor([0, 24], dtype=torch.int32)
+    p = {n: t[n][0] for n in ("q", "k", "v", "o", "do")} | {"lse": t["lse"][0], "sink": t["sink"]}
+    got = api.build_plan(packed, "cpu").execute(p | {"cu_seqlens_q": cu, "cu_seqlens_kv": cu})
+    for name in ("attn.dq", "attn.dk", "attn.dv", "attn.dsink"):
+        want = got_dense[name][0] if name != "attn.dsink" else got_dense[name]
+        torch.testing.assert_close(got[name], want, rtol=1e-12, atol=1e-12)
+
+
+def test_a_gpu_target_falls_back_to_the_reference_with_the_ragged_reason():
+    """While the kernel tables have ragged=False (until the kernels read cu_seqlens)."""
+    plan = api.build_plan(graph("bfloat16"), "sm_120")
+    assert plan.engine == "reference"
+    reasons = plan.report.ops[0].declined["cute_sm120"]
+    assert [r.code for r in reasons] == ["ragged"]
+    t = inputs(plan.graph)
+    dq = plan.execute(dict(t))["attn.dq"]
+    assert dq.dtype == torch.bfloat16 and torch.isfinite(dq).all()
+
+
+BAD = {
+    "tokens": (lambda t: t | {"q": t["q"][:, :-1]}, "'q' (q of op 'attn').shape", "(4, 30, 16)"),
+    "offsets int64": (lambda t: t | {"cu_seqlens_q": t["cu_seqlens_q"].long()},
+                      "'cu_seqlens_q' (cu_seqlens_q of op 'attn').dtype", "torch.int32"),
+    "offsets extent": (lambda t: t | {"cu_seqlens_kv": t["cu_seqlens_kv"][:-1]},
+                       "'cu_seqlens_kv' (cu_seqlens_kv of op 'attn').shape", "(5,)"),
+    "missing offsets": (lambda t: {k: v for k, v in t.items() if k != "cu_seqlens_kv"},
+                        "'cu_seqlens_kv' (cu_seqlens_kv of op 'attn')", "missing"),
+    "lse broadcast": (lambda t: t | {"lse": t["lse"][:1].expand(4, -1)}, "'lse' (lse of op 'attn').strides",
+                      "no broadcast"),
+    "k device": (lambda t: t | {"k": t["k"].to("meta")}, "'k' (k of op 'attn').device", "cpu"),
+    "dq dtype": (lambda t: t | {"attn.dq": torch.zeros(4, 30, 16, dtype=torch.float32)},
+                 "'attn.dq' (dq of op 'attn').dtype", "torch.float64"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_executor_checks_ragged_tensors(case):
+    mutate, subject, accepted = BAD[case]
+    g = graph()
+    plan = api.build_plan(g, "cpu")
+    t = inputs(g)
+    plan.execute(dict(t))    # the unbroken call runs
+    with pytest.raises(TensorError) as info:
+        plan.execute(mutate(dict(t)))
+    assert subject in str(info.value) and accepted in str(info.value), str(info.value)
+
+
+def test_other_token_strides_are_accepted():
+    """A head-major (H, T, D) q instead of the planned packed THD one: the reference engine takes any strides."""
+    g = graph()
+    plan = api.build_plan(g, "cpu")
+    t = inputs(g)
+    want = plan.execute(dict(t))["attn.dq"]
+    assert torch.equal(plan.execute(t | {"q": t["q"].contiguous()})["attn.dq"], want)
+
+
+def test_signatures_read_heads_and_head_dim_but_not_tokens():
+    def packed(tokens, max_len):
+        return sdpa_backward_varlen_graph(4, 4, tokens, max_len, 16, heads_kv=2, head_dim_v=8, dtype="float32",
+                                          sink=True, seqused=True, dlse=True, **MASK)
+    small, large = packed(32, 13), packed(5000, 2000)
+    q = spec_signature(small.tensor("q"))
+    assert (q.heads, q.head_dim, q.rank, q.stride_order) == (4, 16, 3, (1, 0, 2))
+    assert spec_signature(small.tensor("lse")).heads == 4
+    assert [spec_signature(large.tensor(n)) for n in ("q", "k", "lse")] == \
+        [spec_signature(small.tensor(n)) for n in ("q", "k", "lse")]
+    op = small.sdpa_ops()[0]
+    assert len(op_signatures(small, op)) == 8          # q, k, v, o, do, dq, dk, dv
+
+
+def test_the_plan_key_names_the_packed_op():
+    plan = api.build_plan(graph(), "cpu")
+    (key,) = plan.compile_keys
+    assert key.startswith("reference|varlen|")
