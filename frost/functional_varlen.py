@@ -64,7 +64,7 @@ def sdpa_backward_varlen(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_kv, m
     options the forward used; dlse (Hq, Tq) fp32 is the gradient on the forward's lse when the loss uses it.
     deterministic=None follows torch.are_deterministic_algorithms_enabled()."""
     given = _given(q, k, v, cu_seqlens_q, cu_seqlens_kv, seqused_q, seqused_kv, sink)
-    given |= {n: t for n, t in (("o", out), ("do", dout), ("lse", lse), ("dlse", dlse)) if t is not None}
+    given |= {n: t for n, t in (("o", out), ("do", dout), ("lse", lse), ("dlse", dlse)) if t is not None or n != "dlse"}
     options = (*_mask_options(causal, window_size, softmax_scale, causal_alignment),
                check_max_seqlen("max_seqlen_q", max_seqlen_q), check_max_seqlen("max_seqlen_kv", max_seqlen_kv),
                resolve_deterministic(deterministic))
@@ -85,7 +85,7 @@ def _given(q, k, v, cu_seqlens_q, cu_seqlens_kv, seqused_q, seqused_kv, sink) ->
     """The call's input tensors by IR role (seqused_* are the op's seq_len_* inputs); absent optional ones left out."""
     given = {"q": q, "k": k, "v": v, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_kv": cu_seqlens_kv,
              "seq_len_q": seqused_q, "seq_len_kv": seqused_kv, "sink": sink}
-    return {n: t for n, t in given.items() if t is not None}
+    return {n: t for n, t in given.items() if t is not None or n not in OPTIONAL}   # a None q is named as such
 
 
 def _mask_options(causal, window_size, softmax_scale, causal_alignment) -> tuple:

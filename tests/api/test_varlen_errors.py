@@ -47,6 +47,7 @@ STATIC = [
     ("cu_seqlens_kv", lambda p: p.cu_kv[:-1], r"cu_seqlens_kv\.shape"),
     ("cu_seqlens_kv", lambda p: p.cu_kv.to("meta"), r"cu_seqlens_kv\.device"),
     ("cu_seqlens_q", lambda p: p.cu_q.tolist(), "cu_seqlens_q"),
+    ("cu_seqlens_kv", lambda p: None, "cu_seqlens_kv"),
     ("seqused_q", lambda p: torch.zeros(5, dtype=I32), r"seqused_q\.shape"),
     ("seqused_kv", lambda p: p.seqused_kv.long(), r"seqused_kv\.dtype"),
     ("sink", lambda p: torch.zeros(2), r"sink\.shape"),
@@ -78,6 +79,7 @@ BACKWARD_ONLY = [
     ("lse", lambda p, o, l: l.double(), r"lse\.dtype"),
     ("dlse", lambda p, o, l: l[:, :-1], r"dlse\.shape"),
     ("dout", lambda p, o, l: [0.0], "dout"),
+    ("lse", lambda p, o, l: None, "lse"),
     ("deterministic", lambda p, o, l: "yes", "deterministic"),
 ]
 
