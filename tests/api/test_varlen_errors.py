@@ -155,3 +155,14 @@ def test_an_internal_error_is_renamed_to_the_callers_parameters():
     assert isinstance(renamed, TensorError) and renamed.__cause__ is inner
     assert str(renamed).startswith("tensor 'seqused_q'.shape: got (3,)")
     assert varlen_caller_terms(GraphError("tensor 'o'.strides", (1,), "x")).subject == "tensor 'out'.strides"
+
+
+def test_the_value_check_is_skipped_while_a_cuda_graph_is_captured(monkeypatch):
+    """A read back would break the capture: the packed check follows the padding check's switch."""
+    from frost.functional_varlen_checks import value_checks_enabled
+
+    monkeypatch.delenv("FROST_CHECK_SEQ_LENS", raising=False)
+    assert value_checks_enabled()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: True)
+    assert not value_checks_enabled()
