@@ -25,6 +25,9 @@ _LAZY = {
     "sdpa_backward": "frost.functional:sdpa_backward",
     "sdpa_forward": "frost.functional_forward:sdpa_forward",
     "attention": "frost.torch_ops:attention",
+    "sdpa_forward_varlen": "frost.functional_varlen:sdpa_forward_varlen",
+    "sdpa_backward_varlen": "frost.functional_varlen:sdpa_backward_varlen",
+    "attention_varlen": "frost.torch_ops_varlen:attention_varlen",
     "reference": "frost.reference:",
 }
 

@@ -27,3 +27,56 @@ def check_length_values(seq_len_q, seq_len_kv, seq_q: int, seq_kv: int) -> None:
     for name, t, full in (("seq_len_q", seq_len_q, seq_q), ("seq_len_kv", seq_len_kv, seq_kv)):
         if t is not None and t.numel() and (int(t.min()) < 0 or int(t.max()) > full):
             raise TensorError(name, t.tolist(), f"lengths in [0, {full}]")
+
+
+def check_cu_seqlens(name: str, cu, total: int, max_seqlen: int, seqused=None, seqused_name: str | None = None,
+                     *, max_seqlen_name: str | None = None) -> None:
+    """Packed-sequence offsets ``cu`` (int32 (B+1,)) and optional per-sequence valid lengths ``seqused`` (int32 (B,))
+    describe segments inside a tensor of ``total`` tokens: cu[0] = 0, non-decreasing, cu[-1] <= total, every
+    segment <= ``max_seqlen``, every seqused in [0, its segment]. Reads the values back once (it synchronizes: skip it
+    under graph capture); a TensorError names the argument and the first bad index."""
+    import torch
+
+    both = cu if seqused is None else torch.cat((cu.reshape(-1), seqused.reshape(-1)))
+    host = both.to(device="cpu", dtype=torch.int64)
+    cu_host, used_host = host[:cu.numel()], (None if seqused is None else host[cu.numel():])
+    check_cu_seqlens_host(name, cu_host, total, max_seqlen, used_host, seqused_name, max_seqlen_name=max_seqlen_name)
+
+
+def check_cu_seqlens_host(name: str, cu, total: int, max_seqlen: int, seqused=None, seqused_name: str | None = None,
+                          *, max_seqlen_name: str | None = None) -> None:
+    """check_cu_seqlens on values already on the host (int64 CPU tensors), so a caller can read several sides back in
+    one transfer."""
+    max_name = max_seqlen_name or (name.replace("cu_seqlens", "max_seqlen") if "cu_seqlens" in name else "max_seqlen")
+    if cu.numel() < 1:
+        raise TensorError(f"{name}.shape", tuple(cu.shape), "(B + 1,) with B >= 0: cu_seqlens[0] = 0 at least")
+    if int(cu[0]) != 0:
+        raise TensorError(f"{name}[0]", int(cu[0]), "0 (the first sequence starts at token 0)")
+    lengths = cu[1:] - cu[:-1]
+    b = _first(lengths < 0)
+    if b is not None:
+        raise TensorError(f"{name}[{b + 1}]", int(cu[b + 1]),
+                          f">= {name}[{b}] = {int(cu[b])} (offsets never decrease)")
+    if int(cu[-1]) > total:
+        raise TensorError(f"{name}[{cu.numel() - 1}]", int(cu[-1]),
+                          f"<= {total}, the number of tokens of the packed tensor")
+    b = _first(lengths > max_seqlen)
+    if b is not None:
+        raise TensorError(f"{name}[{b + 1}] - {name}[{b}]", int(lengths[b]),
+                          f"<= {max_name} = {max_seqlen} (sequence {b} is longer than the longest declared)")
+    if seqused is None:
+        return
+    seqused_name = seqused_name or "seqused"
+    if seqused.numel() != lengths.numel():
+        raise TensorError(f"{seqused_name}.shape", tuple(seqused.shape),
+                          f"({lengths.numel()},), one length per sequence of {name}")
+    b = _first((seqused < 0) | (seqused > lengths))
+    if b is not None:
+        raise TensorError(f"{seqused_name}[{b}]", int(seqused[b]),
+                          f"a length in [0, {int(lengths[b])}], the length of sequence {b} in {name}")
+
+
+def _first(mask):
+    """The first index where ``mask`` is True, or None."""
+    hits = mask.nonzero()
+    return int(hits[0, 0]) if hits.numel() else None
