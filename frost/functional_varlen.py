@@ -132,10 +132,8 @@ def _build(given: dict, outputs: dict, options: tuple, kind: str):
 
 
 def _run(plan, tensors: dict, options: tuple) -> None:
-    """The values check (when on), then plan.execute on the logical (H, T, D) views; an error from the launch is
-    named in the caller's terms."""
-    if value_checks_enabled():
-        check_packed_values(tensors, options[5], options[6])
+    """plan.execute on the logical (H, T, D) views (the engine checks the offsets' values, when on:
+    lowering/engines/length_checks); an error from the launch is named in the caller's terms."""
     try:
         plan.execute({n: (t.transpose(0, 1) if n in TOKEN_ROLES else t) for n, t in tensors.items()})
     except TensorError as exc:

@@ -122,28 +122,17 @@ def _batch(t: dict[str, torch.Tensor]) -> int:
 
 def value_checks_enabled() -> bool:
     """The padding-length check's switch (on by default; FROST_CHECK_SEQ_LENS=0 and CUDA-graph capture skip it)."""
-    from frost.lowering.engines.cute_sm120 import check_seq_len_values
+    from frost.lowering.engines.length_checks import check_seq_len_values
 
     return check_seq_len_values()
 
 
 def check_packed_values(t: dict[str, torch.Tensor], max_seqlen_q: int, max_seqlen_kv: int) -> None:
-    """cu_seqlens and seqused values against the packed tensors (frost.kernels.host_checks.check_cu_seqlens_host),
-    both sides read back in one device-to-host transfer."""
-    from frost.kernels.host_checks import check_cu_seqlens_host
+    """cu_seqlens and seqused values of a call's tensors (frost.kernels.packed.check_packed_values)."""
+    from frost.kernels import packed
 
-    sides = [("q", t["cu_seqlens_q"], t.get("seq_len_q"), t["q"].shape[0], max_seqlen_q),
-             ("kv", t["cu_seqlens_kv"], t.get("seq_len_kv"), t["k"].shape[0], max_seqlen_kv)]
-    parts = [x.reshape(-1) for _, cu, used, _, _ in sides for x in (cu, used) if x is not None]
-    host = torch.cat(parts).to(device="cpu", dtype=torch.int64)
-    at = 0
-    for side, cu, used, total, longest in sides:
-        cu_host = host[at:at + cu.numel()]
-        at += cu.numel()
-        used_host = None if used is None else host[at:at + used.numel()]
-        at += 0 if used is None else used.numel()
-        check_cu_seqlens_host(f"cu_seqlens_{side}", cu_host, total, longest, used_host, f"seqused_{side}",
-                              max_seqlen_name=f"max_seqlen_{side}")
+    segments = packed.Packed(t["cu_seqlens_q"], t["cu_seqlens_kv"], max_seqlen_q, max_seqlen_kv)
+    packed.check_packed_values(segments, t["q"].shape[0], t["k"].shape[0], t.get("seq_len_q"), t.get("seq_len_kv"))
 
 
 def varlen_caller_terms(exc: FrostError) -> FrostError:

@@ -27,29 +27,21 @@ class Packed:
 
 def check_packed_values(packed: Packed, tokens_q: int, tokens_kv: int, seqused_q=None, seqused_kv=None) -> None:
     """TensorError unless both prefix sums start at 0, never decrease, end at most at the tokens given, keep every
-    segment within max_seqlen, and every seqused lies in [0, its segment] (one device-to-host read of each)."""
-    for side, cu, tokens, longest, used in (("q", packed.cu_seqlens_q, tokens_q, packed.max_seqlen_q, seqused_q),
-                                            ("kv", packed.cu_seqlens_kv, tokens_kv, packed.max_seqlen_kv,
-                                             seqused_kv)):
-        check_prefix_sums(f"cu_seqlens_{side}", cu.tolist(), tokens, longest, f"max_seqlen_{side}")
-        if used is not None:
-            check_used(f"seqused_{side}", used.tolist(), cu.tolist())
+    segment within max_seqlen, and every seqused lies in [0, its segment] (host_checks.check_cu_seqlens_host);
+    every value is read back in one device-to-host transfer."""
+    import torch
 
+    from frost.kernels.host_checks import check_cu_seqlens_host
 
-def check_prefix_sums(name: str, cu: list[int], tokens: int, longest: int, longest_name: str) -> None:
-    if not cu or cu[0] != 0:
-        raise TensorError(f"{name}[0]", cu[0] if cu else None, "0 (the prefix sums start at token 0)")
-    for b in range(1, len(cu)):
-        if cu[b] < cu[b - 1]:
-            raise TensorError(f"{name}[{b}]", cu[b], f">= {name}[{b - 1}] = {cu[b - 1]} (non-decreasing)")
-        if cu[b] - cu[b - 1] > longest:
-            raise TensorError(f"{name}[{b}] - {name}[{b - 1}]", cu[b] - cu[b - 1],
-                              f"at most {longest_name} = {longest}")
-    if cu[-1] > tokens:
-        raise TensorError(f"{name}[-1]", cu[-1], f"at most the {tokens} tokens of the packed tensors")
-
-
-def check_used(name: str, used: list[int], cu: list[int]) -> None:
-    for b, n in enumerate(used):
-        if not 0 <= n <= cu[b + 1] - cu[b]:
-            raise TensorError(f"{name}[{b}]", n, f"in [0, {cu[b + 1] - cu[b]}] (segment {b}'s length)")
+    sides = [("q", packed.cu_seqlens_q, seqused_q, tokens_q, packed.max_seqlen_q),
+             ("kv", packed.cu_seqlens_kv, seqused_kv, tokens_kv, packed.max_seqlen_kv)]
+    parts = [x.reshape(-1) for _, cu, used, _, _ in sides for x in (cu, used) if x is not None]
+    host = torch.cat(parts).to(device="cpu", dtype=torch.int64)
+    at = 0
+    for side, cu, used, total, longest in sides:
+        cu_host = host[at:at + cu.numel()]
+        at += cu.numel()
+        used_host = None if used is None else host[at:at + used.numel()]
+        at += 0 if used is None else used.numel()
+        check_cu_seqlens_host(f"cu_seqlens_{side}", cu_host, total, longest, used_host, f"seqused_{side}",
+                              max_seqlen_name=f"max_seqlen_{side}")

@@ -68,8 +68,6 @@ class Launch:
         acc_rows = packed_acc_rows(p.tokens_q, p.batch) if self.packed else seq_q_pad
         self.sizes = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, seq_q_pad, cfg.head_dim_qk, cfg.head_dim_v,
                       p.tokens_q, p.tokens_kv, acc_rows)
-        if self.packed and (p.tokens_q == 0 or p.seq_q == 0):   # no query rows: only the dsink zero-fill
-            self.zero_dsink = self.empty = True
         self.tail = (scale, scale * LOG2_E, left, right, flags)
         self.current_stream, self.current_device = _current_stream_getter(), _current_device_getter()
         # None: FROST_GRAPH_REPLAY decides (on unless "0")

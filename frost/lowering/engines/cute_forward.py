@@ -2,7 +2,7 @@
 from the kernel cache (compiling through the compiler seam only on a miss), and launches it on caller-owned memory.
 
 The forward needs no workspace, and its launch allocates nothing and never synchronises (a length check, when on,
-reads the lengths back: see cute_sm120.check_seq_len_values). Everything but the dtype, the head-dim pads and the
+reads the lengths back: see length_checks.check_seq_len_values). Everything but the dtype, the head-dim pads and the
 arch is a runtime argument of the kernel, so the compile key holds no feature flags: a sink, GQA, padding or
 another mask never compiles a second kernel."""
 
@@ -12,7 +12,8 @@ from operator import itemgetter
 
 from frost.analyzer.facts import Facts
 from frost.lowering.compiler import KernelUnit, get_compiler
-from frost.lowering.engines.cute_sm120 import ARCHS, ENGINE, check_lengths, check_seq_len_values, packed_segments
+from frost.lowering.engines.cute_sm120 import ARCHS, ENGINE
+from frost.lowering.engines.length_checks import check_lengths, check_seq_len_values, packed_segments
 from frost.lowering.kernel_cache import KERNELS
 from frost.lowering.keys import op_signatures, runtime_features_key
 from frost.lowering.plan import KernelLaunch, Lowering

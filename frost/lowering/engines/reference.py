@@ -29,6 +29,22 @@ def _lengths(ins) -> tuple[tuple[str, str], ...]:
             ("seqused_kv", ins.seq_len_kv))
 
 
+def _packed_check(ins, facts: Facts):
+    """tensors -> None: a packed op's prefix sums and seqused checked as every engine checks them
+    (length_checks.check_lengths, when on); nothing for a dense op (the reference validates its lengths itself)."""
+    from frost.lowering.engines.length_checks import check_lengths, check_seq_len_values, packed_segments
+
+    segments = packed_segments(ins, facts)
+
+    def check(tensors: dict) -> None:
+        packed = segments(tensors)
+        if packed is not None and check_seq_len_values():
+            used = [None if n is None else tensors[n] for n in (ins.seq_len_q, ins.seq_len_kv)]
+            check_lengths(facts, packed, *used)
+
+    return check
+
+
 class ReferenceEngine:
     name = "reference"
 
@@ -41,10 +57,12 @@ class ReferenceEngine:
         optional = {**dict(_lengths(ins)), "sink": ins.sink, "dlse": ins.dlse}
         operands = (ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse)
         ragged = op.ragged
+        check = _packed_check(ins, facts)
 
         def run(tensors: dict, workspace: dict, stream) -> None:
             from frost.reference import attention_backward, attention_backward_varlen
 
+            check(tensors)
             backward = attention_backward_varlen if ragged else attention_backward
             extra = {key: tensors[name] for key, name in optional.items() if name is not None}
             results = backward(*(tensors[n] for n in operands), **options, **extra)
@@ -61,10 +79,12 @@ def _lower_forward(op, facts: Facts) -> Lowering:
     options = _options(op, facts)
     optional = {**dict(_lengths(ins)), "sink": ins.sink}
     ragged = op.ragged
+    check = _packed_check(ins, facts)
 
     def run(tensors: dict, workspace: dict, stream) -> None:
         from frost.reference import attention_forward, attention_forward_varlen
 
+        check(tensors)
         forward = attention_forward_varlen if ragged else attention_forward
         extra = {key: tensors[name] for key, name in optional.items() if name is not None}
         o, lse = forward(tensors[ins.q], tensors[ins.k], tensors[ins.v], **options, **extra)
