@@ -25,7 +25,8 @@ job fwd_var128 $PT $K/test_forward_gpu.py -k "variant and not d64"
 job api_gpu $PT tests/api tests/integrations
 job varlen_fwd $PT $K/test_varlen_gpu.py -k "test_forward"
 job varlen_bwd64 $PT $K/test_varlen_gpu.py -k "test_backward and 64"
-job varlen_bwd128 $PT $K/test_varlen_gpu.py -k "(test_backward and 128) or packed_equals"
+job varlen_bwd128 $PT $K/test_varlen_gpu.py -k "test_backward and 128"
+job varlen_twins $PT $K/test_varlen_gpu.py -k "packed_equals"
 job varlen_bwd256 $PT $K/test_varlen_gpu.py -k "test_backward and 256"
 SAN="compute-sanitizer --report-api-errors no"
 job memcheck $SAN --tool memcheck $PT $K/test_kernels_features_gpu.py -k sanitizer_features

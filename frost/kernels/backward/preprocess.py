@@ -39,7 +39,8 @@ class PreprocessKernel(rw.RowwiseKernel):
                  pSeqKV: cute.Pointer, pSink: cute.Pointer, pDsinkPart: cute.Pointer, pSem: cute.Pointer,
                  pCuQ: cute.Pointer, pCuKV: cute.Pointer,
                  batch: Int32, heads: Int32, seqlen_q: Int32, seqlen_kv: Int32, seqlen_q_pad: Int32, head_dim: Int32,
-                 head_dim_v: Int32, tokens_q: Int32, tokens_kv: Int32, acc_rows: Int32, band_left: Int32, band_right: Int32, flags: Int32, o_sb: Int64, o_sh: Int64,
+                 head_dim_v: Int32, tokens_q: Int32, tokens_kv: Int32, acc_rows: Int32, band_left: Int32,
+                 band_right: Int32, flags: Int32, o_sb: Int64, o_sh: Int64,
                  o_ss: Int64, do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
                  dlse_sb: Int64, dlse_sh: Int64, dlse_ss: Int64, dq_sb: Int64, dq_sh: Int64, dq_ss: Int64,
                  stream: cuda.CUstream):
