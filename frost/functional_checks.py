@@ -38,19 +38,29 @@ def check_options(softmax_scale, causal_alignment) -> None:
 def check_tensors(t: dict[str, torch.Tensor]) -> None:
     """Devices, dtypes and (B, S, H, D) shapes of every tensor a call passes, keyed by role (q, k, v, o, do, lse,
     sink, dlse, seq_len_q, seq_len_kv); o, do and lse may be absent (a forward's check)."""
+    check_devices(t, caller_name)
+    _check_dtypes(t)
+    _check_shapes(t)
+    check_strides(t, caller_name)
+
+
+def check_devices(t: dict[str, torch.Tensor], name_of) -> None:
+    """Every tensor on q's device (``name_of(role)``: the caller's name of a role)."""
     q = t["q"]
     for role, x in t.items():
         if x.device != q.device:
-            raise TensorError(f"{caller_name(role)}.device", str(x.device),
+            raise TensorError(f"{name_of(role)}.device", str(x.device),
                               f"{q.device} (the device of q; one device per call)")
-    _check_dtypes(t)
-    _check_shapes(t)
+
+
+def check_strides(t: dict[str, torch.Tensor], name_of) -> None:
+    """No broadcast (stride 0) and no overlapping strides on any tensor."""
     for role, x in t.items():
         if x.numel() and any(st == 0 and n > 1 for st, n in zip(x.stride(), x.shape)):
-            raise TensorError(f"{caller_name(role)}.stride()", x.stride(),
+            raise TensorError(f"{name_of(role)}.stride()", x.stride(),
                               "stride 0 only on dims of extent 1 (a broadcast view: pass .contiguous())")
         if x.numel() and _overlaps(tuple(x.shape), x.stride()):
-            raise TensorError(f"{caller_name(role)}.stride()", x.stride(),
+            raise TensorError(f"{name_of(role)}.stride()", x.stride(),
                               f"strides whose elements do not overlap for shape {tuple(x.shape)} (pass .contiguous())")
 
 

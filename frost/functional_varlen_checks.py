@@ -15,7 +15,7 @@ import re
 import torch
 
 from frost.errors import FrostError, TensorError
-from frost.functional_checks import IO_DTYPES, _overlaps, in_caller_terms
+from frost.functional_checks import IO_DTYPES, check_devices, check_strides, in_caller_terms
 
 VARLEN_CALLER_NAMES = {"o": "out", "do": "dout", "seq_len_q": "seqused_q", "seq_len_kv": "seqused_kv"}
 TOKEN_ROLES = ("q", "k", "v", "o", "do", "dq", "dk", "dv")   # (T, H, D) in the caller's memory, (H, T, D) logical
@@ -50,20 +50,10 @@ def check_varlen_tensors(t: dict[str, torch.Tensor]) -> None:
     for role, x in t.items():
         if not isinstance(x, torch.Tensor):
             raise TensorError(varlen_name(role), type(x).__name__, "a torch.Tensor")
-    q = t["q"]
-    for role, x in t.items():
-        if x.device != q.device:
-            raise TensorError(f"{varlen_name(role)}.device", str(x.device),
-                              f"{q.device} (the device of q; one device per call)")
+    check_devices(t, varlen_name)
     _check_dtypes(t)
     _check_shapes(t)
-    for role, x in t.items():
-        if x.numel() and any(st == 0 and n > 1 for st, n in zip(x.stride(), x.shape)):
-            raise TensorError(f"{varlen_name(role)}.stride()", x.stride(),
-                              "stride 0 only on dims of extent 1 (a broadcast view: pass .contiguous())")
-        if x.numel() and _overlaps(tuple(x.shape), x.stride()):
-            raise TensorError(f"{varlen_name(role)}.stride()", x.stride(),
-                              f"strides whose elements do not overlap for shape {tuple(x.shape)} (pass .contiguous())")
+    check_strides(t, varlen_name)
 
 
 def _check_dtypes(t: dict[str, torch.Tensor]) -> None:

@@ -22,6 +22,20 @@ def check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: boo
         raise TensorError(f"{name}.stride", t.stride(), "contiguous")
 
 
+def check_io_tensor(name: str, t, shape: tuple, dtype, device) -> None:
+    """One io tensor of a kernel call: its shape, dtype and device, a contiguous head dim (the last), the other
+    strides multiples of 8 elements and a 16-byte aligned base (what the 16-byte copies need)."""
+    if tuple(t.shape) != shape:
+        raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
+    if t.dtype != dtype:
+        raise TensorError(f"{name}.dtype", t.dtype, f"{dtype}")
+    if t.device != device:
+        raise TensorError(f"{name}.device", str(t.device), f"{device} (the device of q)")
+    if t.numel() and (t.stride(-1) != 1 or any(s % 8 for s in t.stride()[:-1]) or t.data_ptr() % 16):
+        raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides multiples of "
+                          "8 elements, and a 16-byte aligned base address")
+
+
 def check_length_values(seq_len_q, seq_len_kv, seq_q: int, seq_kv: int) -> None:
     """Per-batch lengths must lie in [0, S]: reads them back, so it synchronizes (skip it under graph capture)."""
     for name, t, full in (("seq_len_q", seq_len_q, seq_q), ("seq_len_kv", seq_len_kv, seq_kv)):

@@ -50,7 +50,7 @@ from frost.kernels.backward.launch import Launch, Problem, problem_mask
 from frost.kernels.backward.preprocess import SEM_ROWS
 from frost.kernels.backward.selection import KernelKey, Sizes, select
 from frost.kernels.backward.tiles import TileConfig
-from frost.kernels.host_checks import check_length_values, check_side_tensor
+from frost.kernels.host_checks import check_io_tensor, check_length_values, check_side_tensor
 from frost.kernels.mask import MaskSpec
 from frost.kernels.packed import Packed, check_packed_values
 
@@ -257,17 +257,8 @@ class CompiledBackward:
 
 
 def _check_io(name: str, t, shape: tuple, dtype, device) -> None:
-    """One io tensor: its shape, dtype, device, a contiguous head dim, 16-byte strides and base, and (q, do) a
-    token stride the kernels address in 32 bits."""
-    if tuple(t.shape) != shape:
-        raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
-    if t.dtype != dtype:
-        raise TensorError(f"{name}.dtype", t.dtype, f"{dtype}")
-    if t.device != device:
-        raise TensorError(f"{name}.device", str(t.device), f"{device} (the device of q)")
-    if t.numel() and (t.stride(-1) != 1 or any(s % 8 for s in t.stride()[:-1]) or t.data_ptr() % 16):
-        raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides "
-                          "multiples of 8 elements, and a 16-byte aligned base address")
+    """host_checks.check_io_tensor, and (q, do) a token stride the kernels address in 32 bits."""
+    check_io_tensor(name, t, shape, dtype, device)
     if name in ("q", "do") and t.stride(-2) >= MAX_SEQ_STRIDE:
         raise TensorError(f"{name}.stride", t.stride(), f"a sequence stride (dim {t.dim() - 2}) below "
                           f"{MAX_SEQ_STRIDE} elements (the kernels address a query tile's rows in 32 bits)")

@@ -4,7 +4,7 @@ accepted (frost.errors.TensorError), before anything is launched."""
 from __future__ import annotations
 
 from frost.errors import TensorError
-from frost.kernels.host_checks import check_side_tensor
+from frost.kernels.host_checks import check_io_tensor, check_side_tensor
 from frost.limits import MAX_SEQ
 
 
@@ -27,7 +27,7 @@ def check_forward_tensors(cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink) -> 
             "v": (v, (batch, heads_kv, seq_kv, cfg.head_dim_v)), "o": (o, (batch, heads, seq_q, cfg.head_dim_v))}
     tdtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[cfg.dtype]
     for name, (t, shape) in want.items():
-        _check_io(name, t, shape, tdtype, q.device)
+        check_io_tensor(name, t, shape, tdtype, q.device)
     if heads_kv == 0 and heads or heads_kv and heads % heads_kv:
         raise TensorError("k.shape[1]", heads_kv, f"a divisor of the query heads {heads} (GQA/MQA)")
     for name, n in (("q.shape[2] (seq_q)", seq_q), ("k.shape[2] (seq_kv)", seq_kv)):
@@ -44,18 +44,6 @@ def check_forward_tensors(cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink) -> 
     if sink is not None:
         check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
     return batch, heads, heads_kv, seq_q, seq_kv
-
-
-def _check_io(name: str, t, shape: tuple, dtype, device) -> None:
-    if tuple(t.shape) != shape:
-        raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
-    if t.dtype != dtype:
-        raise TensorError(f"{name}.dtype", t.dtype, f"{dtype}")
-    if t.device != device:
-        raise TensorError(f"{name}.device", str(t.device), f"{device} (the device of q)")
-    if t.numel() and (t.stride(3) != 1 or any(s % 8 for s in t.stride()[:3]) or t.data_ptr() % 16):
-        raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides multiples of "
-                          "8 elements, and a 16-byte aligned base address")
 
 
 def check_packed_forward_tensors(cfg, q, k, v, o, lse, seqused_q, seqused_kv, sink, packed) -> None:
@@ -78,7 +66,7 @@ def check_packed_forward_tensors(cfg, q, k, v, o, lse, seqused_q, seqused_kv, si
     want = {"q": (q, (heads, tokens_q, dqk)), "k": (k, (heads_kv, tokens_kv, dqk)),
             "v": (v, (heads_kv, tokens_kv, cfg.head_dim_v)), "o": (o, (heads, tokens_q, cfg.head_dim_v))}
     for name, (t, shape) in want.items():
-        _check_io(name, t.unsqueeze(0), (1, *shape), tdtype, q.device)
+        check_io_tensor(name, t, shape, tdtype, q.device)
     if heads_kv == 0 and heads or heads_kv and heads % heads_kv:
         raise TensorError("k.shape[0]", heads_kv, f"a divisor of the query heads {heads} (GQA/MQA)")
     if tuple(lse.shape) != (heads, tokens_q) or lse.dtype != torch.float32 or lse.device != q.device:
