@@ -39,7 +39,7 @@ def check_tensors(t: dict[str, torch.Tensor]) -> None:
     """Devices, dtypes and (B, S, H, D) shapes of every tensor a call passes, keyed by role (q, k, v, o, do, lse,
     sink, dlse, seq_len_q, seq_len_kv); o, do and lse may be absent (a forward's check)."""
     check_devices(t, caller_name)
-    _check_dtypes(t)
+    check_dtypes(t, caller_name)
     _check_shapes(t)
     check_strides(t, caller_name)
 
@@ -76,18 +76,23 @@ def _overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return False
 
 
-def _check_dtypes(t: dict[str, torch.Tensor]) -> None:
+SIDE_DTYPES = {"lse": torch.float32, "sink": torch.float32, "dlse": torch.float32, "seq_len_q": torch.int32,
+               "seq_len_kv": torch.int32}
+
+
+def check_dtypes(t: dict[str, torch.Tensor], name_of, side_dtypes: dict = SIDE_DTYPES) -> None:
+    """q in an io dtype, k, v, out and dout in q's, and each side tensor in its own (``name_of(role)``: the
+    caller's name of a role)."""
     q = t["q"]
     if q.dtype not in IO_DTYPES:
         raise TensorError("q.dtype", q.dtype, "torch.float16, torch.bfloat16, torch.float32 or torch.float64")
     for role in ("k", "v", "o", "do"):
         if role in t and t[role].dtype != q.dtype:
-            raise TensorError(f"{caller_name(role)}.dtype", t[role].dtype,
+            raise TensorError(f"{name_of(role)}.dtype", t[role].dtype,
                               f"{q.dtype} (the dtype of q; one dtype for q, k, v, out, dout)")
-    for role, dtype in (("lse", torch.float32), ("sink", torch.float32), ("dlse", torch.float32),
-                        ("seq_len_q", torch.int32), ("seq_len_kv", torch.int32)):
+    for role, dtype in side_dtypes.items():
         if role in t and t[role].dtype != dtype:
-            raise TensorError(f"{role}.dtype", t[role].dtype, str(dtype))
+            raise TensorError(f"{name_of(role)}.dtype", t[role].dtype, str(dtype))
 
 
 def _check_shapes(t: dict[str, torch.Tensor]) -> None:

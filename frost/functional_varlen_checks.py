@@ -15,12 +15,12 @@ import re
 import torch
 
 from frost.errors import FrostError, TensorError
-from frost.functional_checks import IO_DTYPES, check_devices, check_strides, in_caller_terms
+from frost.functional_checks import SIDE_DTYPES as DENSE_SIDE_DTYPES
+from frost.functional_checks import check_devices, check_dtypes, check_strides, in_caller_terms
 
 VARLEN_CALLER_NAMES = {"o": "out", "do": "dout", "seq_len_q": "seqused_q", "seq_len_kv": "seqused_kv"}
 TOKEN_ROLES = ("q", "k", "v", "o", "do", "dq", "dk", "dv")   # (T, H, D) in the caller's memory, (H, T, D) logical
-SIDE_DTYPES = {"lse": torch.float32, "dlse": torch.float32, "sink": torch.float32, "seq_len_q": torch.int32,
-               "seq_len_kv": torch.int32, "cu_seqlens_q": torch.int32, "cu_seqlens_kv": torch.int32}
+SIDE_DTYPES = {**DENSE_SIDE_DTYPES, "cu_seqlens_q": torch.int32, "cu_seqlens_kv": torch.int32}
 _SEQ_LEN_WORD = re.compile(r"\bseq_len_(q|kv)\b")
 
 
@@ -51,22 +51,9 @@ def check_varlen_tensors(t: dict[str, torch.Tensor]) -> None:
         if not isinstance(x, torch.Tensor):
             raise TensorError(varlen_name(role), type(x).__name__, "a torch.Tensor")
     check_devices(t, varlen_name)
-    _check_dtypes(t)
+    check_dtypes(t, varlen_name, SIDE_DTYPES)
     _check_shapes(t)
     check_strides(t, varlen_name)
-
-
-def _check_dtypes(t: dict[str, torch.Tensor]) -> None:
-    q = t["q"]
-    if q.dtype not in IO_DTYPES:
-        raise TensorError("q.dtype", q.dtype, "torch.float16, torch.bfloat16, torch.float32 or torch.float64")
-    for role in ("k", "v", "o", "do"):
-        if role in t and t[role].dtype != q.dtype:
-            raise TensorError(f"{varlen_name(role)}.dtype", t[role].dtype,
-                              f"{q.dtype} (the dtype of q; one dtype for q, k, v, out, dout)")
-    for role, dtype in SIDE_DTYPES.items():
-        if role in t and t[role].dtype != dtype:
-            raise TensorError(f"{varlen_name(role)}.dtype", t[role].dtype, str(dtype))
 
 
 def _check_shapes(t: dict[str, torch.Tensor]) -> None:

@@ -1,5 +1,6 @@
-"""Host-side checks shared by every kernel family's launcher: the small side tensors (lengths, sink, dsink, dlse)
-and the per-batch length values. Kernel tensors are checked by each family, since their layouts differ."""
+"""Host-side checks shared by every kernel family's launcher: the io tensors' metadata, the small side tensors
+(lengths, sink, dsink, dlse), the per-batch length values and a packed call's prefix sums. Which shapes a call's
+tensors must have is each family's (their layouts differ)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,7 @@ def check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: boo
 
     if not isinstance(t, torch.Tensor):
         raise TensorError(name, type(t).__name__, f"a {dtype} tensor of shape {shape} on {device}")
-    if tuple(t.shape) != shape:
-        raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
-    if t.dtype != dtype:
-        raise TensorError(f"{name}.dtype", t.dtype, f"{dtype}")
-    if t.device != device:
-        raise TensorError(f"{name}.device", str(t.device), f"{device} (the device of q)")
+    _check_meta(name, t, shape, dtype, device)
     if contiguous and t.numel() > 1 and t.stride(0) != 1:
         raise TensorError(f"{name}.stride", t.stride(), "contiguous")
 
@@ -25,15 +21,19 @@ def check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: boo
 def check_io_tensor(name: str, t, shape: tuple, dtype, device) -> None:
     """One io tensor of a kernel call: its shape, dtype and device, a contiguous head dim (the last), the other
     strides multiples of 8 elements and a 16-byte aligned base (what the 16-byte copies need)."""
+    _check_meta(name, t, shape, dtype, device)
+    if t.numel() and (t.stride(-1) != 1 or any(s % 8 for s in t.stride()[:-1]) or t.data_ptr() % 16):
+        raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides multiples of "
+                          "8 elements, and a 16-byte aligned base address")
+
+
+def _check_meta(name: str, t, shape: tuple, dtype, device) -> None:
     if tuple(t.shape) != shape:
         raise TensorError(f"{name}.shape", tuple(t.shape), f"{shape}")
     if t.dtype != dtype:
         raise TensorError(f"{name}.dtype", t.dtype, f"{dtype}")
     if t.device != device:
         raise TensorError(f"{name}.device", str(t.device), f"{device} (the device of q)")
-    if t.numel() and (t.stride(-1) != 1 or any(s % 8 for s in t.stride()[:-1]) or t.data_ptr() % 16):
-        raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides multiples of "
-                          "8 elements, and a 16-byte aligned base address")
 
 
 def check_length_values(seq_len_q, seq_len_kv, seq_q: int, seq_kv: int) -> None:
