@@ -132,10 +132,15 @@ def _build(given: dict, outputs: dict, options: tuple, kind: str):
 
 
 def _run(plan, tensors: dict, options: tuple) -> None:
-    """plan.execute on the logical (H, T, D) views (the engine checks the offsets' values, when on:
-    lowering/engines/length_checks); an error from the launch is named in the caller's terms."""
+    """The plan on the call's tensors: on a kernel engine as they are, (T, H, D), without plan.execute's per-tensor
+    checks (the call's key holds what they compare: its tensors built the plan; only the pointers' alignment is
+    checked), else plan.execute on the logical (H, T, D) views. The engine checks the offsets' values when that is
+    on (lowering/engines/length_checks); an error from the launch is named in the caller's terms."""
     try:
-        plan.execute({n: (t.transpose(0, 1) if n in TOKEN_ROLES else t) for n, t in tensors.items()})
+        if plan.runs_seq_major:
+            plan._execute_trusted_seq_major(tensors, tensors["q"].device)
+        else:
+            plan.execute({n: (t.transpose(0, 1) if n in TOKEN_ROLES else t) for n, t in tensors.items()})
     except TensorError as exc:
         raise varlen_caller_terms(exc) from exc
 

@@ -417,3 +417,38 @@ def test_dq_gemm_workspace_limit_from_the_environment(monkeypatch):
         monkeypatch.setenv("FROST_DQ_GEMM_MAX_BYTES", bad)
         with pytest.raises(ValueError, match=rf"FROST_DQ_GEMM_MAX_BYTES='{bad}'.*byte count >= 0"):
             ds_workspace._max_bytes_from_env()
+
+
+def test_a_packed_launch_passes_the_segments_and_the_same_arguments_in_either_order():
+    """A packed set's launch: batch stride 0, the prefix sums' pointers, the token counts and the dQ accumulator's
+    rows per head (limits.packed_acc_rows); (T, H, D) tensors with seq_major give exactly the arguments of their
+    logical (H, T, D) views."""
+    from frost.limits import packed_acc_rows
+
+    cfg = choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", varlen=True)
+    assert cfg.key.varlen and not cfg.key.dq_gemm
+    tq, tkv, hq, hkv = 300, 310, 4, 2
+    thd = [torch.zeros(t, h, 64, dtype=torch.bfloat16) for t, h in ((tq, hq), (tkv, hkv), (tkv, hkv), (tq, hq),
+                                                                    (tq, hq), (tq, hq), (tkv, hkv), (tkv, hkv))]
+    q, k, v, o, do, dq, dk, dv = thd
+    lse = torch.zeros(tq, hq).t()   # token-major in memory
+    cu_q, cu_kv = torch.tensor([0, 100, 300], dtype=torch.int32), torch.tensor([0, 10, 310], dtype=torch.int32)
+    ws = {n: torch.zeros(max(nb, 16), dtype=torch.uint8)
+          for n, nb in workspace_regions(cfg, 2, hq, 200, 300, tokens_q=tq)}
+    problem = Problem(2, hq, hkv, 200, 300, 0.125, tokens_q=tq, tokens_kv=tkv)
+    runs = []
+    for seq_major in (False, True):
+        calls = {}
+        tensors = thd if seq_major else [t.transpose(0, 1) for t in thd]
+        Launch(_recording_kernels(calls), cfg, problem, graph_replay=False)(
+            *tensors[:5], lse, *tensors[5:], ws, 7, seq_major=seq_major, cu_seqlens_q=cu_q, cu_seqlens_kv=cu_kv)
+        runs.append(calls["backward"])
+    logical, seq_major = runs
+    assert logical == seq_major
+    a = logical
+    assert (a["pCuQ"], a["pCuKV"]) == (cu_q.data_ptr(), cu_kv.data_ptr())
+    assert (a["batch"], a["seqlen_q"], a["seqlen_kv"], a["tokens_q"], a["tokens_kv"]) == (2, 200, 300, tq, tkv)
+    assert a["acc_rows"] == packed_acc_rows(tq, 2) and a["seqlen_q_pad"] == 256
+    assert (a["q_sb"], a["q_sh"], a["q_ss"]) == (0, 64, hq * 64) and (a["k_sb"], a["k_sh"], a["k_ss"]) == (0, 64, 128)
+    assert (a["lse_sb"], a["lse_sh"], a["lse_ss"]) == (0, 1, hq)
+    assert ws["dq_accum"].numel() == hq * packed_acc_rows(tq, 2) * 64 * 4
