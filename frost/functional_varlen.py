@@ -179,8 +179,13 @@ def _spec(role: str, t: torch.Tensor, max_q: int, max_kv: int) -> TensorSpec:
     return TensorSpec(name=role, shape=tuple(t.shape), strides=tuple(t.stride()), dtype=dtype, ragged=ragged)
 
 
-def _reference_args(given: dict, options: tuple) -> tuple[list, dict]:
-    """The reference's positional logical views and keyword options for a call that builds no graph."""
+def _reference_args(given: dict, options: tuple) -> tuple[dict, dict] | None:
+    """A call that builds no graph: its values checked (when on), then the reference's logical views and keyword
+    options, or None when no query token is in any sequence (the outputs keep their fill)."""
+    if value_checks_enabled():
+        check_packed_values(given, options[5], options[6])
+    if given["cu_seqlens_q"].numel() <= 1 or given["q"].shape[0] == 0:
+        return None
     scale, causal, left, right, alignment = options[:5]
     views = {n: (t.transpose(0, 1) if n in TOKEN_ROLES else t) for n, t in given.items()}
     kwargs = dict(scale=scale, causal=causal, alignment=alignment, band_left=left, band_right=right,
@@ -190,13 +195,12 @@ def _reference_args(given: dict, options: tuple) -> tuple[list, dict]:
 
 def _reference_forward(given: dict, outputs: dict, options: tuple) -> None:
     """A problem with nothing to compute, through frost.reference.varlen (outputs stay 0 / -inf without tokens)."""
-    if value_checks_enabled():
-        check_packed_values(given, options[5], options[6])
-    if given["cu_seqlens_q"].numel() <= 1 or given["q"].shape[0] == 0:
+    args = _reference_args(given, options)
+    if args is None:
         return
     from frost.reference.varlen import attention_forward_varlen
 
-    views, kwargs = _reference_args(given, options)
+    views, kwargs = args
     o, lse = attention_forward_varlen(views["q"], views["k"], views["v"], views["cu_seqlens_q"],
                                       views["cu_seqlens_kv"], **kwargs)
     outputs["o"].copy_(o.transpose(0, 1))
@@ -205,13 +209,12 @@ def _reference_forward(given: dict, outputs: dict, options: tuple) -> None:
 
 def _reference_backward(given: dict, grads: dict, options: tuple) -> None:
     """A problem with nothing to compute: zero gradients, and dsink through frost.reference.varlen."""
-    if value_checks_enabled():
-        check_packed_values(given, options[5], options[6])
-    if given["cu_seqlens_q"].numel() <= 1 or given["q"].shape[0] == 0:
+    args = _reference_args(given, options)
+    if args is None:
         return
     from frost.reference.varlen import attention_backward_varlen
 
-    views, kwargs = _reference_args(given, options)
+    views, kwargs = args
     results = attention_backward_varlen(*(views[n] for n in ("q", "k", "v", "o", "do", "lse", "cu_seqlens_q",
                                                              "cu_seqlens_kv")), dlse=views.get("dlse"), **kwargs)
     for name, value in zip(("dq", "dk", "dv", "dsink"), results):
