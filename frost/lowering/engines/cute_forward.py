@@ -13,7 +13,7 @@ from operator import itemgetter
 from frost.analyzer.facts import Facts
 from frost.lowering.compiler import KernelUnit, get_compiler
 from frost.lowering.engines.cute_sm120 import ARCHS, ENGINE
-from frost.lowering.engines.length_checks import check_lengths, check_seq_len_values, packed_segments
+from frost.lowering.engines.length_checks import check_lengths_if_on, packed_segments
 from frost.lowering.kernel_cache import KERNELS
 from frost.lowering.keys import op_signatures, runtime_features_key
 from frost.lowering.plan import KernelLaunch, Lowering
@@ -55,7 +55,6 @@ def _launchers(kernel, op, facts: Facts):
     operands = itemgetter(ins.q, ins.k, ins.v, outs.o, outs.lse)
     optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
                                             ("sink", ins.sink)) if name is not None}
-    padded = "seq_len_q" in optional or "seq_len_kv" in optional
     from frost.kernels.forward.api import ForwardMask
 
     bound = kernel.bind(ForwardMask(facts.attn_scale, op.causal, op.alignment, op.band_left, op.band_right))
@@ -65,8 +64,7 @@ def _launchers(kernel, op, facts: Facts):
     def launch(q, k, v, o, lse, tensors: dict, stream) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
         packed = segments(tensors)
-        if (padded or packed is not None) and check_seq_len_values():
-            check_lengths(facts, packed, extra.get("seq_len_q"), extra.get("seq_len_kv"))
+        check_lengths_if_on(facts, packed, extra.get("seq_len_q"), extra.get("seq_len_kv"))
         bound(q, k, v, o, lse, stream=stream, packed=packed, **extra)
 
     def run(tensors: dict, workspace: dict, stream) -> None:

@@ -13,7 +13,7 @@ from frost.analyzer.facts import Facts
 from frost.lowering.compiler import KernelUnit, get_compiler, register_default
 from frost.lowering.disk_cache import package_version
 from frost.lowering.engines import cute_persist
-from frost.lowering.engines.length_checks import check_lengths, check_seq_len_values, packed_segments
+from frost.lowering.engines.length_checks import check_lengths_if_on, packed_segments
 from frost.lowering.kernel_cache import KERNELS
 from frost.lowering.keys import compile_key, op_signatures
 from frost.lowering.plan import KernelLaunch, Lowering
@@ -139,7 +139,6 @@ def _launchers(kernel, op, facts: Facts, problem):
                                             ("sink", ins.sink), ("dsink", outs.dsink), ("dlse", ins.dlse))
                 if name is not None}
     scratch = "sink" in optional and "dsink" not in optional
-    padded = "seq_len_q" in optional or "seq_len_kv" in optional
     segments = packed_segments(ins, facts)
     launch = kernel.bind(problem)
 
@@ -148,8 +147,7 @@ def _launchers(kernel, op, facts: Facts, problem):
         if scratch:
             extra["dsink"] = workspace[DSINK_SCRATCH]   # only its address is used
         packed = segments(tensors)
-        if (padded or packed is not None) and check_seq_len_values():
-            check_lengths(facts, packed, extra.get("seq_len_q"), extra.get("seq_len_kv"))
+        check_lengths_if_on(facts, packed, extra.get("seq_len_q"), extra.get("seq_len_kv"))
         if packed is not None:
             extra.update(cu_seqlens_q=packed.cu_seqlens_q, cu_seqlens_kv=packed.cu_seqlens_kv)
         launch(*operands(tensors), workspace, stream, seq_major=seq_major, **extra)

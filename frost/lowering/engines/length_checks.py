@@ -36,6 +36,13 @@ def packed_segments(ins, facts: Facts):
     return segments
 
 
+def check_lengths_if_on(facts: Facts, packed, seq_len_q, seq_len_kv) -> None:
+    """check_lengths where the call has something to check (padding lengths, or a packed op's segments) and the
+    check is on (check_seq_len_values)."""
+    if (packed is not None or seq_len_q is not None or seq_len_kv is not None) and check_seq_len_values():
+        check_lengths(facts, packed, seq_len_q, seq_len_kv)
+
+
 def check_lengths(facts: Facts, packed, seq_len_q, seq_len_kv) -> None:
     """The padding lengths' values (in [0, S]), or a packed op's prefix sums and seqused."""
     if packed is None:
