@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from frost.errors import TensorError
+from frost.limits import MAX_SEQ
 
 
 @dataclass(frozen=True)
@@ -45,3 +46,25 @@ def check_packed_values(packed: Packed, tokens_q: int, tokens_kv: int, seqused_q
         at += 0 if used is None else used.numel()
         check_cu_seqlens_host(f"cu_seqlens_{side}", cu_host, total, longest, used_host, f"seqused_{side}",
                               max_seqlen_name=f"max_seqlen_{side}")
+
+
+def check_packed_side(packed, device, tokens_q: int, tokens_kv: int, seqused_q, seqused_kv) -> None:
+    """The segments' tensors (prefix sums int32 (B + 1,) on ``device``), the max_seqlens (ints in [0, MAX_SEQ]),
+    the token counts (below 2**31: the kernels take them as int32) and the seqused tensors (int32 (B,)) of a packed
+    call, forward or backward."""
+    import torch
+
+    from frost.kernels.host_checks import check_side_tensor
+
+    batch = packed.batch
+    for name, t in (("cu_seqlens_q", packed.cu_seqlens_q), ("cu_seqlens_kv", packed.cu_seqlens_kv)):
+        check_side_tensor(name, t, (batch + 1,), torch.int32, device)
+    for name, n in (("max_seqlen_q", packed.max_seqlen_q), ("max_seqlen_kv", packed.max_seqlen_kv)):
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_SEQ:
+            raise TensorError(name, n, f"an int in [0, {MAX_SEQ}]")
+    for name, n in (("tokens_q", tokens_q), ("tokens_kv", tokens_kv)):
+        if n >= 2 ** 31:
+            raise TensorError(name, n, "fewer than 2**31 tokens")
+    for name, t in (("seqused_q", seqused_q), ("seqused_kv", seqused_kv)):
+        if t is not None:
+            check_side_tensor(name, t, (batch,), torch.int32, device)

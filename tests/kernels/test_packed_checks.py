@@ -9,7 +9,7 @@ import torch
 from frost.errors import TensorError
 from frost.kernels.forward import choose_forward_config
 from frost.kernels.forward.api import CompiledForward
-from frost.kernels.forward.checks import check_packed_side
+from frost.kernels.packed import check_packed_side
 from frost.kernels.packed import Packed, check_packed_values
 
 CU = torch.tensor([0, 3, 3, 10], dtype=torch.int32)

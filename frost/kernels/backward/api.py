@@ -52,7 +52,7 @@ from frost.kernels.backward.selection import KernelKey, Sizes, select
 from frost.kernels.backward.tiles import TileConfig
 from frost.kernels.host_checks import check_io_tensor, check_length_values, check_side_tensor
 from frost.kernels.mask import MaskSpec
-from frost.kernels.packed import Packed, check_packed_values
+from frost.kernels.packed import Packed, check_packed_side, check_packed_values
 
 
 @dataclass(frozen=True)
@@ -242,8 +242,6 @@ class CompiledBackward:
         tokens_q = tokens_kv = 0
         batch = lead[0] if lead else packed.batch
         if packed is not None:
-            from frost.kernels.forward.checks import check_packed_side
-
             tokens_q, tokens_kv = seq_q, seq_kv
             seq_q, seq_kv = packed.max_seqlen_q, packed.max_seqlen_kv
             check_packed_side(packed, q.device, tokens_q, tokens_kv, None, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from frost.errors import TensorError
 from frost.kernels.host_checks import check_io_tensor, check_side_tensor
+from frost.kernels.packed import check_packed_side
 from frost.limits import MAX_SEQ
 
 
@@ -77,21 +78,3 @@ def check_packed_forward_tensors(cfg, q, k, v, o, lse, seqused_q, seqused_kv, si
     check_packed_side(packed, q.device, tokens_q, tokens_kv, seqused_q, seqused_kv)
     if sink is not None:
         check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
-
-
-def check_packed_side(packed, device, tokens_q: int, tokens_kv: int, seqused_q, seqused_kv) -> None:
-    """The segments and seqused tensors of a packed call (shared with the backward)."""
-    import torch
-
-    batch = packed.batch
-    for name, t in (("cu_seqlens_q", packed.cu_seqlens_q), ("cu_seqlens_kv", packed.cu_seqlens_kv)):
-        check_side_tensor(name, t, (batch + 1,), torch.int32, device)
-    for name, n in (("max_seqlen_q", packed.max_seqlen_q), ("max_seqlen_kv", packed.max_seqlen_kv)):
-        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_SEQ:
-            raise TensorError(name, n, f"an int in [0, {MAX_SEQ}]")
-    for name, n in (("tokens_q", tokens_q), ("tokens_kv", tokens_kv)):
-        if n >= 2 ** 31:
-            raise TensorError(name, n, "fewer than 2**31 tokens")
-    for name, t in (("seqused_q", seqused_q), ("seqused_kv", seqused_kv)):
-        if t is not None:
-            check_side_tensor(name, t, (batch,), torch.int32, device)
