@@ -47,12 +47,7 @@ def sdpa_forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_
     (tq, hq, _), dv = q.shape, v.shape[2]
     outputs = {"o": q.new_zeros((tq, hq, dv)),
                "lse": torch.full((hq, tq), float("-inf"), dtype=torch.float32, device=q.device)}
-    if _nothing_to_compute(given, options):
-        _check_all(given, options)
-        _reference_forward(given, outputs, options)
-    else:
-        plan = PLANS.get_or_build(key, lambda: _build(given, outputs, options, "forward"))
-        _run(plan, given | outputs, options)
+    _compute(key, given, outputs, options, "forward")
     return outputs["o"], outputs["lse"]
 
 
@@ -72,12 +67,7 @@ def sdpa_backward_varlen(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_kv, m
     grads = {"dq": torch.zeros_like(q), "dk": torch.zeros_like(k), "dv": torch.zeros_like(v)}
     if sink is not None:
         grads["dsink"] = torch.zeros(sink.shape, dtype=torch.float32, device=sink.device)
-    if _nothing_to_compute(given, options):
-        _check_all(given, options)
-        _reference_backward(given, grads, options)
-    else:
-        plan = PLANS.get_or_build(key, lambda: _build(given, grads, options, "backward"))
-        _run(plan, given | grads, options)
+    _compute(key, given, grads, options, "backward")
     return grads["dq"], grads["dk"], grads["dv"], grads.get("dsink")
 
 
@@ -131,7 +121,18 @@ def _build(given: dict, outputs: dict, options: tuple, kind: str):
     return build_plan(graph, target_of(given["q"].device))
 
 
-def _run(plan, tensors: dict, options: tuple) -> None:
+def _compute(key: tuple, given: dict, outputs: dict, options: tuple, kind: str) -> None:
+    """Fill ``outputs`` (a "forward" or "backward" call's): through the key's plan, or, for a problem with nothing to
+    compute (no graph can describe it), through the reference after the same checks."""
+    if _nothing_to_compute(given, options):
+        _check_all(given, options)
+        (_reference_forward if kind == "forward" else _reference_backward)(given, outputs, options)
+    else:
+        plan = PLANS.get_or_build(key, lambda: _build(given, outputs, options, kind))
+        _run(plan, given | outputs)
+
+
+def _run(plan, tensors: dict) -> None:
     """The plan on the call's tensors: on a kernel engine as they are, (T, H, D), without plan.execute's per-tensor
     checks (the call's key holds what they compare: its tensors built the plan; only the pointers' alignment is
     checked), else plan.execute on the logical (H, T, D) views. The engine checks the offsets' values when that is
