@@ -21,8 +21,26 @@ from frost.functional_checks import check_options, check_tensors, is_empty
 from frost.functional_forward import sdpa_forward
 
 _NO_SINK = (0,)  # dsink's shape when there is no sink (a custom op cannot return None)
-_CHECKED_LIMIT = 4096
-_checked: set = set()   # forward keys whose arguments passed check_forward
+
+
+class CheckedKeys:
+    """Keys whose arguments passed a forward's checks, so that a training loop checks once per key (bounded: the
+    set is emptied when it holds ``limit`` keys)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit, self._keys = limit, set()
+
+    def once(self, key, check) -> None:
+        """Run ``check()`` unless ``key`` passed it already; remember the key when it passes."""
+        if key in self._keys:
+            return
+        check()
+        if len(self._keys) >= self.limit:
+            self._keys.clear()
+        self._keys.add(key)
+
+
+_checked = CheckedKeys()   # forward keys whose arguments passed check_forward
 
 
 @torch.library.custom_op("frost::sdpa_backward", mutates_args=())
@@ -79,15 +97,14 @@ def check_forward(q, k, v, seq_len_q, seq_len_kv, sink, softmax_scale, causal, l
     given = {n: t for n, t in given.items() if t is not None}
     options = (softmax_scale, causal, left, right, alignment, bool(deterministic))
     key = (options, *((n, *_meta(n, t)) for n, t in given.items()))
-    if key in _checked:
-        return
-    check_options(softmax_scale, alignment)
-    check_tensors(given)
-    if not is_empty(q, k):
-        _check_backward_served(given, options)
-    if len(_checked) >= _CHECKED_LIMIT:
-        _checked.clear()
-    _checked.add(key)
+
+    def check() -> None:
+        check_options(softmax_scale, alignment)
+        check_tensors(given)
+        if not is_empty(q, k):
+            _check_backward_served(given, options)
+
+    _checked.once(key, check)
 
 
 def _check_backward_served(given: dict, options: tuple) -> None:

@@ -19,11 +19,10 @@ from frost.functional_checks import check_options
 from frost.functional_varlen import _given, _metas, _nothing_to_compute, sdpa_backward_varlen, sdpa_forward_varlen
 from frost.functional_varlen import varlen_graph
 from frost.functional_varlen_checks import check_max_seqlen, check_varlen_tensors, varlen_caller_terms
-from frost.torch_ops import _concrete, _dense, _meta_like
+from frost.torch_ops import CheckedKeys, _concrete, _dense, _meta_like
 
 _NO_SINK = (0,)   # dsink's shape when there is no sink (a custom op cannot return None)
-_CHECKED_LIMIT = 4096
-_checked: set = set()   # forward keys whose arguments passed check_forward_varlen
+_checked = CheckedKeys()   # forward keys whose arguments passed check_forward_varlen
 
 
 @torch.library.custom_op("frost::sdpa_backward_varlen", mutates_args=())
@@ -84,15 +83,14 @@ def check_forward_varlen(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max
     options = (softmax_scale, causal, left, right, alignment, check_max_seqlen("max_seqlen_q", max_seqlen_q),
                check_max_seqlen("max_seqlen_kv", max_seqlen_kv), bool(deterministic))
     key = (options, *_metas(given))
-    if key in _checked:
-        return
-    check_options(softmax_scale, alignment)
-    check_varlen_tensors(given)
-    if not _nothing_to_compute(given, options):
-        _check_backward_served(given, options)
-    if len(_checked) >= _CHECKED_LIMIT:
-        _checked.clear()
-    _checked.add(key)
+
+    def check() -> None:
+        check_options(softmax_scale, alignment)
+        check_varlen_tensors(given)
+        if not _nothing_to_compute(given, options):
+            _check_backward_served(given, options)
+
+    _checked.once(key, check)
 
 
 def _check_backward_served(given: dict, options: tuple) -> None:
