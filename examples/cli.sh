@@ -8,3 +8,4 @@ frost schema                                                # the graph JSON sch
 frost cache                                                 # the on-disk kernel and report cache (--prune, --clear)
 frost bench --suite issue7 --ceiling --out docs/bench       # GPU only: frost against its peers, in one process
 frost bench --suite issue7 --pass forward --out docs/bench  # GPU only: the forward (--pass step: forward + backward)
+frost bench --suite d256-det --out docs/bench              # GPU only: head dim 256, and deterministic / default mode

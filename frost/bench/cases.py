@@ -1,14 +1,16 @@
-"""Benchmark cases: the shapes issue 7 judges frost on, as data (a new case is a new row, not a new branch)."""
+"""Benchmark cases as data (a new case is a new row, not a new branch): the shapes issue 7 judges frost on, and the
+rows where a peer led frost's backward (head dim 256, deterministic mode) with their default-mode twins."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 
 @dataclass(frozen=True)
 class Case:
     """One attention backward shape. `window` is a sliding window of that many keys, the query's own included
-    (GPT-OSS convention): with causal=True key j is kept iff i - (window - 1) <= j <= i."""
+    (GPT-OSS convention): with causal=True key j is kept iff i - (window - 1) <= j <= i. `deterministic`: the
+    backward runs bitwise reproducible (frost's deterministic mode; a peer runs its own or declines)."""
 
     name: str
     batch: int
@@ -21,6 +23,7 @@ class Case:
     causal: bool = False
     window: int | None = None
     sink: bool = False
+    deterministic: bool = False
 
     def __post_init__(self) -> None:
         if self.heads_q % self.heads_kv:
@@ -63,12 +66,31 @@ ISSUE7 = (
     case("s1k-d64", 16, 16, 1024, 64),
 )
 
+
+def deterministic_twin(c: Case) -> Case:
+    """The same shape with a deterministic backward, named ``<name>-det``."""
+    return replace(c, name=c.name + "-det", deterministic=True)
+
+
+def _issue7(name: str) -> Case:
+    return next(c for c in ISSUE7 if c.name == name)
+
+
+# Head dim 256 without and with a causal mask, and the shapes whose deterministic mode is judged against their
+# default mode (each default row right before its deterministic twin).
+D256_DET = (
+    case("d256", 2, 16, 4096, 256),
+    _issue7("d256-causal"),
+    *(row for name in ("gptoss-causal", "gqa32/8-d128-causal", "gptoss-swa128-sink")
+      for row in (_issue7(name), deterministic_twin(_issue7(name)))),
+)
+
 QUICK = (
     case("quick-gqa8/2-d128-causal", 2, 8, 1024, 128, hkv=2, causal=True),
     case("quick-gptoss-swa128-sink", 1, 16, 1024, 64, hkv=2, causal=True, window=128, sink=True),
 )
 
-SUITES: dict[str, tuple[Case, ...]] = {"issue7": ISSUE7, "quick": QUICK, "none": ()}
+SUITES: dict[str, tuple[Case, ...]] = {"issue7": ISSUE7, "d256-det": D256_DET, "quick": QUICK, "none": ()}
 
 
 def select(suite: str, only: str | None = None) -> tuple[Case, ...]:

@@ -52,7 +52,7 @@ def load_report(path: str | Path) -> Report:
 
 
 def case_shape(case: dict) -> str:
-    """The case's problem in the docs' words: batch, heads (q/kv), lengths, head dims, mask, sink."""
+    """The case's problem in the docs' words: batch, heads (q/kv), lengths, head dims, mask, sink, mode."""
     heads = f"H{case['heads_q']}" if case["heads_q"] == case["heads_kv"] else f"H{case['heads_q']}/{case['heads_kv']}"
     seq = f"S{case['seq_q']}" if case["seq_q"] == case["seq_kv"] else f"S{case['seq_q']}/{case['seq_kv']}"
     dims = f"D{case['head_dim']}" if case["head_dim"] == case["head_dim_v"] else \
@@ -64,6 +64,8 @@ def case_shape(case: dict) -> str:
         parts.append(f"window {case['window']}")
     if case.get("sink"):
         parts.append("sink")
+    if case.get("deterministic"):
+        parts.append("deterministic")
     return " ".join(parts)
 
 

@@ -33,7 +33,7 @@ class Report:
 
     def to_dict(self) -> dict:
         return {"meta": self.meta, "cases": self.cases, "results": [asdict(r) for r in self.results],
-                "ceiling": self.ceiling, "summary": summary(self)}
+                "ceiling": self.ceiling, "summary": summary(self), "deterministic_cost": deterministic_cost(self)}
 
     @classmethod
     def from_dict(cls, d: dict) -> Report:
@@ -76,4 +76,22 @@ def summary(report: Report) -> list[dict]:
             "best_same_class": best_same.backend if best_same else None, "vs_best_same_class": ratio(frost, best_same),
             "of_ceiling": (frost.tflops / roof) if (frost and frost.ok and roof) else None,
         })
+    return out
+
+
+def deterministic_cost(report: Report) -> list[dict]:
+    """Per deterministic case whose default-mode twin (same shape, not deterministic) is in the run: each backend's
+    deterministic time over its default time, where it measured both."""
+    def shape(c: dict) -> tuple:
+        return tuple(sorted((k, v) for k, v in c.items() if k not in ("name", "deterministic", "flops")))
+
+    defaults = {shape(c): c["name"] for c in report.cases if not c.get("deterministic")}
+    out = []
+    for c in report.cases:
+        twin = defaults.get(shape(c)) if c.get("deterministic") else None
+        if twin is None:
+            continue
+        base = {r.backend: r for r in report.rows(twin) if r.ok}
+        ratios = {r.backend: r.ms / base[r.backend].ms for r in report.rows(c["name"]) if r.ok and r.backend in base}
+        out.append({"case": c["name"], "default_case": twin, "time_ratio": ratios})
     return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from frost.bench.flops import pass_label
-from frost.bench.report import Report, Result, ratio, summary
+from frost.bench.report import Report, Result, deterministic_cost, ratio, summary
 
 
 def _fmt(x: float | None, spec: str, none: str = "-") -> str:
@@ -41,6 +41,15 @@ def summary_table(report: Report) -> str:
                   "of mma ceiling"], rows)
 
 
+def deterministic_table(report: Report) -> str:
+    """Deterministic time / default time per backend, for the deterministic cases whose default twin ran."""
+    costs = deterministic_cost(report)
+    backends = list(dict.fromkeys(b for row in costs for b in row["time_ratio"]))
+    rows = [[row["case"], row["default_case"], *(_fmt(row["time_ratio"].get(b), ".3f") for b in backends)]
+            for row in costs]
+    return "deterministic / default time\n" + _grid(["case", "default case", *backends], rows)
+
+
 def ceiling_table(report: Report) -> str:
     ceiling = report.ceiling
     if not ceiling:
@@ -58,4 +67,7 @@ def render(report: Report) -> str:
     which = meta.get("pass", "backward")
     head = (f"frost bench: suite {meta.get('suite')}, {which}, {meta.get('dtype')}, {meta.get('device', '?')}; "
             f"TFLOP/s = {pass_label(which)} / median time (frost.bench.flops)")
-    return "\n\n".join([head, results_table(report), summary_table(report), ceiling_table(report)])
+    parts = [head, results_table(report), summary_table(report)]
+    if deterministic_cost(report):
+        parts.append(deterministic_table(report))
+    return "\n\n".join([*parts, ceiling_table(report)])

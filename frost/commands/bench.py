@@ -12,8 +12,12 @@ from frost.bench.flops import PASSES
 
 
 def register(sub) -> None:
+    from frost.bench.cases import SUITES
+
     p = sub.add_parser("bench", help="benchmark the attention backward against peers (GPU)")
-    p.add_argument("--suite", choices=("issue7", "quick", "none"), default="issue7")
+    p.add_argument("--suite", choices=tuple(SUITES), default="issue7",
+                   help="issue7: the shapes frost is judged on; d256-det: head dim 256 and deterministic mode "
+                        "beside its default-mode twins; quick: two small cases")
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     p.add_argument("--pass", dest="which", choices=PASSES, default="backward",
                    help="what is timed: the backward (default), the forward, or a training step (forward + backward)")

@@ -4,20 +4,40 @@ import pytest
 
 from frost.bench import backends
 from frost.bench.backends.fa4 import Fa4Backend
-from frost.bench.cases import ISSUE7, case
+from frost.bench.cases import D256_DET, ISSUE7, case, deterministic_twin
 
 SINK = case("sink", 1, 8, 64, 64, hkv=2, causal=True, sink=True)
 WINDOW = case("swa", 1, 8, 64, 64, causal=True, window=16)
 GQA = case("gqa", 1, 8, 64, 128, hkv=2, causal=True)
 D256 = case("d256", 1, 2, 64, 256, causal=True)
+GQA_DET = deterministic_twin(GQA)
 
 
 def by_name():
     return {b.name: b for b in backends.all_backends()}
 
 
-def test_frost_applies_to_every_issue7_case():
-    assert all(by_name()["frost"].applies(c) for c in ISSUE7)
+def test_frost_applies_to_every_issue7_and_d256_det_case():
+    assert all(by_name()["frost"].applies(c) for c in ISSUE7 + D256_DET)
+
+
+def test_only_torch_flash_times_a_deterministic_torch_backward():
+    b = by_name()
+    assert b["torch-flash"].applies(GQA_DET) and b["torch-flash"].applies(GQA_DET, "step")
+    for name in ("torch-cudnn", "torch-efficient"):
+        assert "deterministic" in b[name].declines(GQA_DET)
+        assert "deterministic" in b[name].declines(GQA_DET, "step")
+        assert b[name].applies(GQA_DET, "forward")       # the forward has no mode to switch
+
+
+def test_fa4_sm120_declines_a_deterministic_backward_but_not_its_forward(monkeypatch):
+    monkeypatch.delenv("FLASH_ATTENTION_ARCH", raising=False)
+    fa4 = Fa4Backend()
+    assert "deterministic" in fa4.declines(GQA_DET) and "deterministic" in fa4.declines(GQA_DET, "step")
+    assert fa4.applies(GQA_DET, "forward")
+    assert "sink" in fa4.declines(deterministic_twin(SINK))       # the sink rule still comes first
+    monkeypatch.setenv("FLASH_ATTENTION_ARCH", "sm_90")
+    assert fa4.applies(GQA_DET)
 
 
 @pytest.mark.parametrize("name", ["torch-flash", "torch-cudnn", "torch-efficient"])

@@ -1,8 +1,8 @@
-"""The suites hold exactly the shapes issue 7 judges frost on."""
+"""The suites hold exactly the shapes issue 7 judges frost on, and the head-dim-256 and deterministic rows."""
 
 import pytest
 
-from frost.bench.cases import ISSUE7, QUICK, Case, case, select
+from frost.bench.cases import D256_DET, ISSUE7, QUICK, Case, case, deterministic_twin, select
 
 
 def shape(c):
@@ -19,6 +19,21 @@ def test_issue7_shapes():
         (2, 16, 16, 4096, 192, True, None, False), (2, 16, 16, 4096, 256, True, None, False),
         (1, 16, 16, 16384, 128, True, None, False), (16, 16, 16, 1024, 64, False, None, False)}
     assert len({c.name for c in ISSUE7}) == len(ISSUE7)
+
+
+def test_d256_det_holds_d256_both_masks_and_each_deterministic_row_after_its_default_twin():
+    by_name = {c.name: c for c in D256_DET}
+    assert len(by_name) == len(D256_DET)
+    assert {shape(c) for c in D256_DET if c.head_dim == 256} == {(2, 16, 16, 4096, 256, False, None, False),
+                                                                   (2, 16, 16, 4096, 256, True, None, False)}
+    dets = [i for i, c in enumerate(D256_DET) if c.deterministic]
+    assert [D256_DET[i].name for i in dets] == ["gptoss-causal-det", "gqa32/8-d128-causal-det",
+                                                "gptoss-swa128-sink-det"]
+    for i in dets:
+        default = D256_DET[i - 1]
+        assert not default.deterministic and default in ISSUE7
+        assert deterministic_twin(default) == D256_DET[i]
+    assert not any(c.deterministic for c in ISSUE7)
 
 
 def test_quick_is_two_small_cases():

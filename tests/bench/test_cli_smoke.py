@@ -12,6 +12,7 @@ pytest.importorskip("torch")
 
 TINY = (cases.case("tiny-gqa-causal", 1, 4, 32, 16, hkv=2, causal=True),
         cases.case("tiny-swa-sink", 1, 4, 32, 16, hkv=2, causal=True, window=8, sink=True))
+TINY_DET = (TINY[0], cases.deterministic_twin(TINY[0]))
 
 
 def test_bench_cpu_smoke_and_render(monkeypatch, tmp_path, capsys):
@@ -52,3 +53,23 @@ def test_bench_cpu_smoke_of_the_forward_and_the_step(which, monkeypatch, tmp_pat
     assert rows[("tiny-gqa-causal", "torch-flash")]["status"] == "ok"
     factor = {"forward": 1.0, "step": 3.5}[which]
     assert saved["cases"][0]["flops"] == factor * 4 * 1 * 4 * 16 * (32 * 32 / 2)
+
+
+def test_bench_cpu_smoke_of_a_deterministic_twin(monkeypatch, tmp_path):
+    """A deterministic case runs frost's deterministic backward and torch's flash backward under
+    torch.use_deterministic_algorithms (restored after), and the table reports its time over its default twin's."""
+    import torch
+
+    monkeypatch.setitem(cases.SUITES, "quick", TINY_DET)
+    out = tmp_path / "bench"
+    rc = main(["bench", "--suite", "quick", "--device", "cpu", "--out", str(out), "--iters", "2", "--warmup", "1",
+               "--backends", "frost,torch-flash,torch-cudnn"])
+    assert rc == 0 and not torch.are_deterministic_algorithms_enabled()
+    saved = json.loads((out / "bench_quick_bf16.json").read_text())
+    rows = {(r["case"], r["backend"]): r for r in saved["results"]}
+    assert rows[("tiny-gqa-causal-det", "frost")]["status"] == "ok"
+    assert rows[("tiny-gqa-causal-det", "torch-flash")]["status"] == "ok"
+    assert "deterministic" in rows[("tiny-gqa-causal-det", "torch-cudnn")]["note"]
+    (cost,) = saved["deterministic_cost"]
+    assert cost["default_case"] == "tiny-gqa-causal" and set(cost["time_ratio"]) == {"frost", "torch-flash"}
+    assert "deterministic / default time" in (out / "bench_quick_bf16.txt").read_text()

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from frost.bench.chart import write_chart
-from frost.bench.report import Report, best_peer, ratio, summary
+from frost.bench.report import NA, Report, Result, best_peer, deterministic_cost, ratio, summary
 from frost.bench.table import render
 
 from .fakes import fake_report
@@ -58,6 +58,32 @@ def test_json_round_trip():
     assert d["summary"][0]["case"] == "a"
     back = Report.from_dict(d)
     assert back.results == r.results and back.ceiling == r.ceiling and render(back) == render(r)
+
+
+def _with_deterministic_twin():
+    """fake_report plus a deterministic twin of case "a" (frost and torch-flash timed, fa4 declined) and a
+    deterministic case of another shape (no twin)."""
+    r = fake_report()
+    shape = {"batch": 2, "heads_q": 8, "seq_q": 64, "causal": True}
+    r.cases[0].update(shape, deterministic=False)
+    r.cases += [{"name": "a-det", "flops": 1e12, **shape, "deterministic": True},
+                {"name": "c-det", "flops": 1e12, **shape, "seq_q": 128, "deterministic": True}]
+    r.results += [Result("a-det", "frost", "ok", ms=1000.0 / 300.0 * 1.25, tflops=240.0),
+                  Result("a-det", "torch-flash", "ok", ms=1000.0 / 200.0 * 2.0, tflops=100.0),
+                  Result("a-det", "fa4", NA, note="no deterministic mode"),
+                  Result("c-det", "frost", "ok", ms=1.0, tflops=1000.0)]
+    return r
+
+
+def test_deterministic_cost_pairs_each_deterministic_case_with_its_default_twin():
+    (row,) = deterministic_cost(_with_deterministic_twin())
+    assert row["case"] == "a-det" and row["default_case"] == "a"
+    assert row["time_ratio"] == {"frost": pytest.approx(1.25), "torch-flash": pytest.approx(2.0)}
+    assert deterministic_cost(fake_report()) == []
+    text = render(_with_deterministic_twin())
+    table = text.split("deterministic / default time\n", 1)[1]
+    assert "a-det" in table and "1.250" in table and "2.000" in table and "c-det" not in table
+    assert "deterministic / default" not in render(fake_report())
 
 
 def test_chart_skipped_without_matplotlib(monkeypatch, tmp_path):

@@ -21,6 +21,7 @@ RULES_SM120 = (
     (lambda c: c.head_dim % 8 or c.head_dim_v % 8, "FA4 needs head dims that are multiples of 8"),
     (lambda c: max(c.head_dim, c.head_dim_v) > 256, "FA4 backward head dim <= 256"),
 )
+DETERMINISTIC_SM120 = "FA4's SM120 backward has no deterministic mode (it asserts)"
 
 
 def selected_arch() -> str:
@@ -32,17 +33,21 @@ class Fa4Backend(Backend):
     same_class = True
 
     def declines(self, c: Case, which: str = "backward") -> str | None:
-        rules = RULES_SM120 if selected_arch().removeprefix("sm_").startswith("12") else RULES_SM120[1:]
-        return first_rule(c, rules)
+        sm120 = selected_arch().removeprefix("sm_").startswith("12")
+        reason = first_rule(c, RULES_SM120 if sm120 else RULES_SM120[1:])
+        if reason is None and sm120 and c.deterministic and which != "forward":
+            reason = DETERMINISTIC_SM120
+        return reason
 
     def prepare(self, c: Case, sets: list, scale: float, which: str = "backward") -> Prepared:
         left, _ = c.band
+        det = {"deterministic": True} if c.deterministic else {}   # the keyword only where a case asks for it
         if which != "backward":
             import torch
 
             func = load_fa4_function(sets[0].q.device)
             forward = lambda q, k, v: func(q, k, v, softmax_scale=scale, causal=c.causal,  # noqa: E731
-                                           window_size=(left, None))
+                                           window_size=(left, None), **det)
             if which == "forward":
                 def run_forward(i: int):
                     with torch.no_grad():
@@ -56,7 +61,7 @@ class Fa4Backend(Backend):
         def run(i: int):
             s = sets[i]
             return bwd(s.q, s.k, s.v, s.out, s.dout, s.lse, softmax_scale=scale, causal=c.causal,
-                       window_size_left=left, window_size_right=None)
+                       window_size_left=left, window_size_right=None, **det)
 
         return Prepared(run, detail=f"{selected_arch()} kernels")
 

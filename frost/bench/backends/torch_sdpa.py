@@ -3,11 +3,16 @@
 Backward: the forward runs once per input set with requires_grad; the timed part is only
 torch.autograd.grad(out, (q, k, v), dout, retain_graph=True). Forward: the forward without autograd. Step: both. Inputs are the shared BSHD tensors seen as BHSD views
 (no copies), GQA through enable_gqa=True. When torch refuses a forced backend it only says "No available kernel";
-its warnings say why, so they are kept as the reason."""
+its warnings say why, so they are kept as the reason.
+
+A deterministic case runs under torch.use_deterministic_algorithms(True), which switches torch's flash backward to
+FA2's deterministic dQ; the cuDNN backward ignores that switch (it only warns) and the mem-efficient one's
+handling of it is not checked here, so those two decline deterministic cases."""
 
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 
 from frost.bench.backends.base import Backend, Prepared, autograd_step, first_rule
 from frost.bench.cases import Case
@@ -28,7 +33,10 @@ class TorchSdpaBackend(Backend):
         self.same_class = same_class
 
     def declines(self, c: Case, which: str = "backward") -> str | None:
-        return first_rule(c, RULES)
+        reason = first_rule(c, RULES)
+        if reason is None and c.deterministic and which != "forward" and self.kind != "FLASH_ATTENTION":
+            reason = f"no deterministic backward timed for {self.name} (only torch-flash's)"
+        return reason
 
     def prepare(self, c: Case, sets: list, scale: float, which: str = "backward") -> Prepared:
         import torch
@@ -40,14 +48,15 @@ class TorchSdpaBackend(Backend):
             return Prepared(forward)
         if which == "step":
             _, leaves, dout = self._forward(c, sets[0], scale)
-            return Prepared(autograd_step(lambda q, k, v: self._sdpa(c, q, k, v, scale), leaves, dout))
+            step = autograd_step(lambda q, k, v: self._sdpa(c, q, k, v, scale), leaves, dout)
+            return Prepared(lambda i: _deterministic_if(c.deterministic, step, i))
         graphs = [self._forward(c, s, scale) for s in sets]
 
         def run(i: int):
             out, leaves, dout = graphs[i]
             return torch.autograd.grad(out, leaves, dout, retain_graph=True)
 
-        return Prepared(run)
+        return Prepared(lambda i: _deterministic_if(c.deterministic, run, i))
 
     def _forward(self, c: Case, s, scale: float):
         """(out BHSD, the BSHD leaves requiring grad, dout BHSD) of one input set."""
@@ -71,3 +80,23 @@ class TorchSdpaBackend(Backend):
                 raise RuntimeError(f"{str(exc).splitlines()[0]} ({why})" if why else str(exc)) from None
         return out
 
+
+
+def _deterministic_if(on: bool, run, i: int):
+    """run(i), under torch.use_deterministic_algorithms(True) when ``on`` (the setting is restored after)."""
+    if not on:
+        return run(i)
+    with _deterministic_algorithms():
+        return run(i)
+
+
+@contextmanager
+def _deterministic_algorithms():
+    import torch
+
+    before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before[0], warn_only=before[1])
