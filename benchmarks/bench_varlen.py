@@ -8,7 +8,7 @@ the gpt-oss shape) and d128 (Hq = Hkv = 16), with and without a sink. TFLOP/s co
 keeps in each document (4 * H * D per pair forward, 2.5 times that backward: frost.bench.flops's convention). Times
 are the median GPU time of one call (frost.bench.timing), SM120's occupancy emulated for frost.
 
-    python3 benchmarks/bench_varlen.py [--iters 20] [--json out.json]"""
+    python3 benchmarks/bench_varlen.py [--iters 20] [--json out.json] [--markdown out.md]"""
 
 from __future__ import annotations
 
@@ -187,21 +187,48 @@ def run_config(cfg: Config, lens: list[int], iters: int) -> Row:
     return row
 
 
+def ratios(row: Row, which: str) -> dict:
+    """The issue's three measures for one pass (None where a side did not run): packed TFLOP/s over dense TFLOP/s
+    at the same tokens (target >= 0.95), the padded batch's time over packed (>= 1/0.6), FA4's time over packed
+    (>= 1.1); and why FA4 did not run, if it did not."""
+    ms, tf, p = row.ms, row.tflops, f"frost_packed/{which}"
+
+    def over(a: dict, x: str, y: str):
+        return a[x] / a[y] if isinstance(a.get(x), float) and isinstance(a.get(y), float) else None
+
+    fa4 = ms.get(f"fa4_packed/{which}", ms.get("fa4_packed"))
+    return {"ms": ms.get(p), "tflops": tf.get(p), "vs_dense": over(tf, p, f"frost_dense_same_tokens/{which}"),
+            "padded_over_packed": over(ms, f"frost_padded/{which}", p),
+            "fa4_over_packed": over(ms, f"fa4_packed/{which}", p), "fa4_note": fa4 if isinstance(fa4, str) else None}
+
+
+def _cell(x, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
 def summary(row: Row) -> str:
-    ms, tf = row.ms, row.tflops
-
-    def ratio(a, b, d=tf):
-        return f"{d[a] / d[b]:.2f}" if isinstance(d.get(a), float) and isinstance(d.get(b), float) else "-"
-
     lines = [f"{row.config}: {len(row.lengths)} docs, {sum(row.lengths)} tokens, max {max(row.lengths)}"]
     for which in ("fwd", "bwd"):
-        p = f"frost_packed/{which}"
-        cells = [f"packed {ms.get(p, float('nan')):.3f} ms {tf.get(p, float('nan')):.0f} TF/s"]
-        cells.append(f"/dense-same-tokens TF {ratio(p, f'frost_dense_same_tokens/{which}')}")
-        cells.append(f"padded/packed time {ratio(f'frost_padded/{which}', p, ms)}")
-        fa = ms.get(f"fa4_packed/{which}", ms.get("fa4_packed"))
-        cells.append(f"fa4/packed time {ratio(f'fa4_packed/{which}', p, ms) if isinstance(fa, float) else fa}")
-        lines.append(f"  {which}: " + "; ".join(cells))
+        r = ratios(row, which)
+        fa4 = r["fa4_note"] or _cell(r["fa4_over_packed"], ".2f")
+        lines.append(f"  {which}: packed {_cell(r['ms'], '.3f')} ms {_cell(r['tflops'], '.0f')} TF/s; "
+                     f"/dense-same-tokens TF {_cell(r['vs_dense'], '.2f')}; "
+                     f"padded/packed time {_cell(r['padded_over_packed'], '.2f')}; fa4/packed time {fa4}")
+    return "\n".join(lines)
+
+
+def markdown(rows: list[Row]) -> str:
+    """The docs/bench table: one line per (config, pass)."""
+    head = ("| config | pass | packed ms | packed TFLOP/s | ÷ dense TFLOP/s, same tokens (≥ 0.95) | "
+            "padded time ÷ packed (≥ 1.67) | FA4 varlen time ÷ packed (≥ 1.1) |\n|---|---|---|---|---|---|---|")
+    lines = [head]
+    for row in rows:
+        for which in ("fwd", "bwd"):
+            r = ratios(row, which)
+            fa4 = "-" if r["fa4_note"] else _cell(r["fa4_over_packed"], ".2f")
+            lines.append(f"| {row.config} | {'forward' if which == 'fwd' else 'backward'} | {_cell(r['ms'], '.3f')} | "
+                         f"{_cell(r['tflops'], '.1f')} | {_cell(r['vs_dense'], '.2f')} | "
+                         f"{_cell(r['padded_over_packed'], '.2f')} | {fa4} |")
     return "\n".join(lines)
 
 
@@ -209,6 +236,7 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--json", default=None)
+    p.add_argument("--markdown", default=None, help="also write the table as markdown (docs/bench)")
     p.add_argument("--configs", default="all", help="comma-separated config names, or all")
     args = p.parse_args(argv)
     lens = lengths()
@@ -221,6 +249,9 @@ def main(argv=None) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump([asdict(r) for r in rows], f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown(rows) + "\n")
 
 
 if __name__ == "__main__":

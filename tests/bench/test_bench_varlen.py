@@ -1,0 +1,57 @@
+"""benchmarks/bench_varlen.py's host side (its GPU runs are the issue's benchmark): the documents, the FLOP count
+on the real pairs, and the three ratios its table reports, from made-up timings."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from frost.bench.cases import case
+from frost.bench.flops import backward_flops, forward_flops
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_varlen.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_varlen", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module            # its dataclasses look their module up while they are built
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+def test_documents_are_fixed_and_in_range(bench):
+    lens = bench.lengths()
+    assert lens == bench.lengths() and len(lens) == bench.DOCS
+    assert all(bench.LOW <= n <= bench.HIGH for n in lens)
+
+
+def test_pairs_are_exact_and_priced_as_frost_bench_prices_a_pair(bench):
+    """A causal document of n tokens holds n(n+1)/2 (query, key) pairs, which frost.bench.flops counts exactly for
+    a window as wide as the document (its causal cases count n^2/2); the bench prices a pair as frost bench does,
+    4 H D forward and 2.5 times that backward."""
+    for n in (1, 77, 300):
+        c = case("doc", 1, 8, n, 64, causal=True, window=n)
+        assert 4.0 * 8 * 64 * bench.causal_pairs(n) == pytest.approx(forward_flops(c))
+        assert 10.0 * 8 * 64 * bench.causal_pairs(n) == pytest.approx(backward_flops(c))
+
+
+def test_ratios_and_markdown_from_made_up_timings(bench):
+    row = bench.Row("d64 gpt-oss", [256, 512],
+                    ms={"frost_packed/fwd": 1.0, "frost_packed/bwd": 2.0, "frost_padded/bwd": 4.0,
+                        "fa4_packed/bwd": 2.5, "fa4_packed/fwd": 1.2},
+                    tflops={"frost_packed/bwd": 300.0, "frost_dense_same_tokens/bwd": 320.0})
+    r = bench.ratios(row, "bwd")
+    assert r["vs_dense"] == pytest.approx(300 / 320) and r["padded_over_packed"] == pytest.approx(2.0)
+    assert r["fa4_over_packed"] == pytest.approx(1.25) and r["fa4_note"] is None
+    f = bench.ratios(row, "fwd")
+    assert f["vs_dense"] is None and f["padded_over_packed"] is None and f["fa4_over_packed"] == pytest.approx(1.2)
+    table = bench.markdown([row]).splitlines()
+    assert len(table) == 4 and table[3] == "| d64 gpt-oss | backward | 2.000 | 300.0 | 0.94 | 2.00 | 1.25 |"
+    declined = bench.Row("d64 +sink", [256], ms={"fa4_packed": "declined: no sink"})
+    assert bench.ratios(declined, "bwd")["fa4_note"] == "declined: no sink"
+    assert bench.markdown([declined]).splitlines()[2] == "| d64 +sink | forward | - | - | - | - | - |"
+    assert "fa4/packed time declined: no sink" in bench.summary(declined)
