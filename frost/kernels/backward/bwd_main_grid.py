@@ -14,8 +14,8 @@ query tiles, and each GEMM gets its own warp grid (tiles.TileConfig.sdp_warps / 
 
 dK/dV cost an eighth of the 64 x D tile per warp (96 registers per thread at d192), which leaves room for V and a
 single pass. At d256 both with V spill, so it walks twice like bwd_main's large tiles (pass 1: dV from S alone, P
-in V's buffer; pass 2: V into registers, dK and dQ). Served at d192 and d256 (0.70x and 0.55x FA2 against the
-two-pass rows kernel's 0.51-0.55x and 0.44-0.45x); at d128 the rows kernel is faster. Q and dO are double-buffered
+in V's buffer; pass 2: V into registers, dK and dQ). Served at d192 and d256, where it is faster than the two-pass
+rows kernel; at d128 the rows kernel is faster. Q and dO are double-buffered
 (two CTA barriers per query tile) or, at d256, single-buffered (a third barrier, see _grid_step). The walk, loads,
 mask, padding, GQA order, deterministic dQ order and the epilogue are bwd_main's (see there). Its served sets store dS
 for a dQ GEMM of their own instead of the dQ GEMM and adds here (bwd_main_ds.BwdMainGridDsKernel, dq_gemm.py: 64-key

@@ -9,8 +9,8 @@ each shared buffer gets a "full" and an "empty" mbarrier and a warp waits only f
 - dS^T buffer b: dsfull[b] when every thread stored its part (the lagged dQ GEMM waits for it), dsempty[b] when every
   thread's dQ GEMM read it (the store two steps later waits for it).
 The other arrivals come from every thread (count = threads), each releasing its own shared-memory accesses:
-arriving from one lane per warp after a __syncwarp measured 1.5-2 % faster at d128, but compute-sanitizer's
-racecheck does not credit the __syncwarp and reports the other lanes' reads as hazards. The k-th completion of a
+arriving from one lane per warp after a __syncwarp would be fewer arrivals, but compute-sanitizer's racecheck does
+not credit the __syncwarp and reports the other lanes' reads as hazards. The k-th completion of a
 barrier is waited for with parity k & 1; no thread can get two completions ahead on any barrier (each wait chains
 to the others' arrivals of the completion before). Rows past the query length are zero-filled with st.shared
 before the thread's noinc arrive (racecheck finds that ordered, and those rows only ever meet zero probabilities).

@@ -15,8 +15,8 @@ from frost.kernels.mask import FLAG_KV_SLOWEST, FLAG_ORDERED_DQ, FLAG_Q_TILES_DO
 # right one) is longest for the low KV tiles, so there the grid is (kv heads, batch, KV tiles): every head's long
 # walks start in the first waves instead of trailing at the end (longest job first). Otherwise (no mask or bands:
 # walks of equal length; KV tiles past the grid's y/z limit) the grid is (KV tiles, kv heads, batch), so the CTAs
-# running at once share a head's Q, dO and dQ accumulator in L2 (unmasked d128 on the H200: DRAM 41 % busy with
-# heads outermost), except with ordered dQ and no left bound: there a head's KV tiles, dealt out together, start
+# running at once share a head's Q, dO and dQ accumulator in L2 (with heads outermost, unmasked walks wait on
+# DRAM), except with ordered dQ and no left bound: there a head's KV tiles, dealt out together, start
 # their walks at the same query tile and queue behind each other's releases at every tile, so the grid is
 # (kv heads, batch, KV tiles) too and a wave holds a few KV tiles of every head. Both orders deal a head's KV tiles
 # out in ascending order, which ordered dQ relies on.
@@ -84,25 +84,23 @@ def q_tile_of_block(block, grid_z: Int32, flags: Int32):
 # tile with TileConfig.dq_direct, rank 0 stores instead of adding (no zeroed accumulator needed) and the last
 # visitor (the next KV tile does not visit: AttentionMask.next_tile_begin) reads the sum so far, adds its own and
 # writes dQ = scale * sum in the io dtype, so neither the preprocess's zeroing nor the convert pass runs (rows no
-# KV tile writes are zeroed by the preprocess). gpt-oss causal deterministic 1.117x -> 1.087x the default mode,
-# GQA d128 1.046x -> 1.035x, a 128-token window 0.205x -> 0.182x the causal run (H200, 2026-11-30).
-# One lane of warp 0 releases the tile for the whole CTA one step later, right after that step's
-# mid-step barrier and before its refills are issued: every warp issued its adds before a CTA barrier that lane
-# has passed since, and a release is cumulative (PTX memory model: the barrier orders the other warps' adds before
-# it), so one release increment per CTA step covers them (red.release: the fence of a release without the L1
-# invalidate that fence.acq_rel adds, -0.2 to -0.3 % of the deterministic run), and with a step's time to land and
-# no fresh loads outstanding its fence rarely waits. Measured on gpt-oss causal (H200): one release per warp cost 18 %
-# over the default mode, its fence alone 8 %; this layout 8-9 %, of which the waits ~5 % (~4 % the acquire load's
-# latency, ~1.5 % real waiting). An acquire load issued early to hide that latency was slower (its L1 invalidate
-# stalls the warp where it is issued), so the acquire is split in two: a relaxed load of the semaphore issued
-# before the dQ GEMM (dq_order_peek: no invalidate, nothing stalls) and, where it already shows the rank's turn, a
-# fence.acquire alone at the wait (CCTL.IVALL; else the ld.acquire spin). That runs on the kernel set compiled for
-# ordered dQ (selection.KernelKey.ordered); the atomic set keeps its code byte for byte (the peek cost its default
-# mode ~1 % when both shared one kernel, and dropping the ordered path from the atomic kernel makes ptxas spill
-# d64: 64-104 bytes of stack). The release comes before the step's own wait, so no release waits on anything.
-# The lagged steps release a step two trips later (bwd_main_lag: after the top barrier); bwd_main_pipe, which has
-# no barrier, puts every thread's adds before the release through an mbarrier, releases after the trip's GEMMs,
-# and lets the warps take turns releasing.
+# KV tile writes are zeroed by the preprocess).
+# Releasing: one lane of warp 0 releases the tile for the whole CTA one step later, right after that step's
+# mid-step barrier and before its refills are issued. Every warp issued its adds before a CTA barrier that lane has
+# passed since, and a release is cumulative (PTX memory model: the barrier orders the other warps' adds before it),
+# so one release increment per CTA step covers them. It is a red.release (the fence of a release without the L1
+# invalidate that fence.acq_rel adds), and with a step's time to land and no fresh loads outstanding its fence
+# rarely waits; a release per warp would put a fence in every warp's step.
+# Acquiring: an acquire load stalls the warp that issues it (its L1 invalidate), so issued early to hide its latency
+# it stalls there instead. The acquire is therefore split in two: a relaxed load of the semaphore issued before the
+# dQ GEMM (dq_order_peek: no invalidate, nothing stalls) and, where it already shows the rank's turn, a
+# fence.acquire alone at the wait (CCTL.IVALL; else the ld.acquire spin).
+# That runs on the kernel set compiled for ordered dQ (selection.KernelKey.ordered); the atomic set keeps its code
+# byte for byte (the peek would be work in the default mode's step, and taking the ordered path, unused there, out
+# of the atomic kernel makes ptxas spill at d64). The release comes before the step's own wait, so no release waits on
+# anything. The lagged steps release a step two trips later (bwd_main_lag: after the top barrier); bwd_main_pipe,
+# which has no barrier, puts every thread's adds before the release through an mbarrier, releases after the trip's
+# GEMMs, and lets the warps take turns releasing. docs/archive/tuning_history.md keeps what each choice measured.
 # No deadlock: a CTA only waits on lower KV tiles of its own (batch, kv head), and block_order deals those out
 # before it, so they are running or done. Short waits: every KV tile walks from the last query tile downwards, a
 # tile at a time with all heads of the group inner, so the visitors of a query tile reach it in lockstep (a KV
