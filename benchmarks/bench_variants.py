@@ -59,29 +59,29 @@ VARIANTS = {
     "d48_r32_s22": TileConfig(48, 128, 32, 2, 2, False, 48, rows_per_warp=32),
     "d48_r32_m64": TileConfig(48, 128, 64, 2, 2, False, 48, rows_per_warp=32),
     "d48_m64_kreg": TileConfig(48, 128, 64, 2, 2, False, 48, k_in_regs=True),
-    # d64 with 256 keys per CTA (one CTA of 8 warps per SM instead of two of 4): 14-21 % more time (fifteenth session)
+    # d64 with 256 keys per CTA (one CTA of 8 warps per SM instead of two of 4): 14-21 % more time
     "d64_n256m32_r32_s21": TileConfig(64, 256, 32, 2, 1, False, 64, rows_per_warp=32),
-    # the atomic set's tiles before bwd_main_lag (sixteenth session): K in registers, dQ in the step, two barriers
+    # the atomic set's tiles before bwd_main_lag: K in registers, dQ in the step, two barriers
     "d128_mid_barrier": TileConfig(128, 128, 32, 2, 1, False, 128, k_in_regs=True, diff_mask=True),
     "d96_mid_barrier": TileConfig(96, 128, 32, 2, 1, False, 96, k_in_regs=True),
     "d80_mid_barrier": TileConfig(80, 128, 64, 2, 2, False, 80, k_in_regs=True),
-    # d128's lagged step with its CTA barrier (bwd_main_lag), served in the sixteenth session before bwd_main_pipe
+    # d128's lagged step with its CTA barrier (bwd_main_lag), served before bwd_main_pipe
     "d128_lag_barrier": TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True, diff_mask=True),
     # the served d128 / d64 tiles with 16-byte dQ adds (dq_red_v4)
     "d128_red_v4": replace(tile_for_pads(128, 0), dq_red_v4=True),
     "d64_red_v4": replace(tile_for_pads(64, 0), dq_red_v4=True),
-    # bwd_main_pipe with two Q/dO stages, served at d128 in the seventeenth session before the third stage
+    # bwd_main_pipe with two Q/dO stages, served at d128 before the third stage
     "d128_pipe2": TileConfig(128, 128, 32, 2, 2, False, 128, dq_lag=True, dq_lag_mbar=True, diff_mask=True),
     # the lagged dQ on the 32-row, two-CTA tiles: no spills (bf16, sm_90a and sm_120a) but slower than the served
-    # tiles (B4 H16 S4096, seventeenth session: d48 +1.4 % / +2.2 %, d32 +35 % / +29 % non-causal / causal); d64 and
+    # tiles (B4 H16 S4096: d48 +1.4 % / +2.2 %, d32 +35 % / +29 % non-causal / causal); d64 and
     # d160 spill with it (40-96 and 8-24 bytes)
     "d48_lag": TileConfig(48, 128, 32, 2, 2, False, 48, rows_per_warp=32, dq_lag=True),
     "d32_lag": TileConfig(32, 128, 32, 2, 2, False, 32, rows_per_warp=32, dq_lag=True),
 }
 
 
-# Candidates prepared without a GPU (thirty-third session: the device machines were withheld), for the next session
-# that has one to time against the served sets (ab_variants.py) and, if faster, serve and validate.
+# Candidates compile-checked on a CPU machine (check_candidates.py) and not yet timed: ab_variants.py times them
+# against the served sets; a faster one is served after the GPU validation and the compile gate pass on it.
 _LEVEL6_SM90 = {"sm_90a": "--register-usage-level 6"}
 CANDIDATES = {
     # d256's dq_gemm set (both modes at head dims 200-256) in one pass instead of two: its main kernel holds no dQ,
@@ -94,8 +94,8 @@ CANDIDATES = {
     # 160 -> 128, LDSM 120 -> 88, BAR 9 -> 5, instructions 2088 -> 1632 (sm_120a) and 1928 -> 1544 (sm_90a).
     "d256_dqg_1p": Candidate(256, ("dq_gemm",), {"two_pass": False}, _LEVEL6_SM90,
                              "spill-free but fp16 on sm_90a (16 bytes)"),
-    # the same with lean refills at level 2 (TileConfig.lean_refill; on the two-pass set they measured slower,
-    # thirty-first session): bf16 sm_120a 255, sm_90a 254 (level 6), fp16 sm_120a 254 registers, no spill; fp16
+    # the same with lean refills at level 2 (TileConfig.lean_refill; on the two-pass set they measured slower):
+    # bf16 sm_120a 255, sm_90a 254 (level 6), fp16 sm_120a 254 registers, no spill; fp16
     # sm_90a spills 16 bytes at level 6.
     "d256_dqg_1p_lean2": Candidate(256, ("dq_gemm",), {"two_pass": False, "lean_refill": 2}, _LEVEL6_SM90,
                                    "spill-free but fp16 on sm_90a (16 bytes)"),

@@ -1,9 +1,10 @@
-"""The docs' standing rules: performance.md is a status page, no run log outside docs/archive, links resolve, and
-the license and type marker ship with the package."""
+"""The docs' standing rules: performance.md is a status page, no run log outside docs/archive (nor in the code's
+comments), links resolve, and the license and type marker ship with the package."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,15 @@ def test_performance_page_is_short():
 
 def test_no_run_log_words_outside_the_archive():
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in DOCS
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "session" in line.lower()]
+    assert hits == []
+
+
+def test_no_run_log_words_in_the_code():
+    """Comments describe the code as it is; which tuning round did what is git's and docs/archive's."""
+    code = [p for folder in ("frost", "benchmarks", "examples", "tests") for p in sorted((ROOT / folder).rglob("*.py"))
+            if p != Path(__file__).resolve()]
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in code
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if "session" in line.lower()]
     assert hits == []
 
