@@ -28,6 +28,7 @@ job varlen_bwd64 $PT $K/test_varlen_gpu.py -k "test_backward and 64"
 job varlen_bwd128 $PT $K/test_varlen_gpu.py -k "test_backward and 128"
 job varlen_twins $PT $K/test_varlen_gpu.py -k "packed_equals"
 job varlen_bwd256 $PT $K/test_varlen_gpu.py -k "test_backward and 256"
+job varlen_wide $PT $K/test_varlen_gpu.py -k "past_2_32"
 SAN="compute-sanitizer --report-api-errors no"
 job memcheck $SAN --tool memcheck $PT $K/test_kernels_features_gpu.py -k sanitizer_features
 job racecheck $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and default"

@@ -5,7 +5,7 @@
 
 Tensors are packed THD (tokens of every sequence along axis 0), with random length mixes (0, 1, 77, 4097, one long
 sequence among short ones), GQA, sinks, bands, both alignments, seqused (padded THD), both LSE layouts,
-non-contiguous token strides and tensors longer than cu_seqlens[-1]. Outputs are poisoned with NaN: rows inside a
+non-contiguous token strides, token offsets past 2^32 elements and tensors longer than cu_seqlens[-1]. Outputs are poisoned with NaN: rows inside a
 segment must be written (O, LSE, dQ, dK, dV; padding rows as exact zeros, LSE -inf), rows outside every segment must
 stay untouched (the kernels' contract: the APIs hand out zeroed gradients). Deterministic mode must give bitwise
 equal gradients on two runs.
@@ -44,6 +44,7 @@ class VarCase:
     used_kv: tuple | None = None
     lse_token_major: bool = False         # LSE stored (Tq, Hq)
     spread: bool = False                  # token stride twice the dense one (non-contiguous tokens)
+    token_stride: int = 0                 # > 0: every tensor a view of one buffer with this token stride (elements)
     extra: int = 0                        # tokens past cu_seqlens[-1] in every tensor
     deterministic: bool = False
     seed: int = 0
@@ -52,6 +53,7 @@ class VarCase:
         return (f"{self.dtype} d={self.dqk}/{self.dv} H={self.hq}/{self.hkv} lens={self.lens_q}/{self.lens_kv} "
                 f"causal={self.causal} {self.alignment} band=({self.band_left},{self.band_right}) sink={self.sink} "
                 f"used={self.used_q}/{self.used_kv} lse_tm={self.lse_token_major} spread={self.spread} "
+                f"token_stride={self.token_stride} "
                 f"extra={self.extra} det={self.deterministic} seed={self.seed}")
 
 
@@ -72,21 +74,53 @@ def _lse_buffer(heads, tokens, token_major: bool, fill=float("nan")):
     return torch.full((heads, tokens), fill, device="cuda")
 
 
+class _SharedBuffer:
+    """(T, H, D) tensors carved side by side from one (T, token_stride) buffer: each a view whose token stride is
+    ``token_stride`` elements, so a late token's offset passes 2^31 (and 2^32) elements while every tensor holds only
+    a few hundred tokens."""
+
+    def __init__(self, tokens: int, token_stride: int, dtype):
+        self.buf = torch.full((tokens, token_stride), float("nan"), dtype=dtype, device="cuda")
+        self.next = 0
+
+    def take(self, tokens: int, heads: int, dim: int):
+        cols = heads * dim
+        assert self.next + cols <= self.buf.shape[1]
+        view = self.buf[:tokens, self.next:self.next + cols].view(tokens, heads, dim)
+        self.next += cols
+        return view
+
+
+def _allocator(c: VarCase, tokens: int, dtype):
+    """alloc(tokens, heads, dim) -> a NaN-filled (T, H, D) tensor: dense, or carved from a shared buffer with the
+    case's token stride."""
+    if not c.token_stride:
+        return lambda t, h, d: torch.full((t, h, d), float("nan"), dtype=dtype, device="cuda")
+    shared = _SharedBuffer(tokens, c.token_stride, dtype)
+    return shared.take
+
+
 def _inputs(c: VarCase):
     tdt = torch_dtype(c.dtype)
     gen = torch.Generator(device="cuda").manual_seed(c.seed)
     lens_kv = c.lens_q if c.lens_kv is None else c.lens_kv
     tq, tkv = sum(c.lens_q) + c.extra, sum(lens_kv) + c.extra
-    q = _thd(tq, c.hq, c.dqk, tdt, gen, c.spread)
-    k, v = _thd(tkv, c.hkv, c.dqk, tdt, gen, c.spread), _thd(tkv, c.hkv, c.dv, tdt, gen, c.spread)
-    do = _thd(tq, c.hq, c.dv, tdt, gen, c.spread)
+    alloc = _allocator(c, max(tq, tkv), tdt)
+    if c.token_stride:
+        q, k, v, do = (alloc(t, h, d).copy_(_thd(t, h, d, tdt, gen, False))
+                       for t, h, d in ((tq, c.hq, c.dqk), (tkv, c.hkv, c.dqk), (tkv, c.hkv, c.dv), (tq, c.hq, c.dv)))
+    else:
+        q = _thd(tq, c.hq, c.dqk, tdt, gen, c.spread)
+        k, v = _thd(tkv, c.hkv, c.dqk, tdt, gen, c.spread), _thd(tkv, c.hkv, c.dv, tdt, gen, c.spread)
+        do = _thd(tq, c.hq, c.dv, tdt, gen, c.spread)
     used = [None if u is None else torch.tensor(u, dtype=torch.int32, device="cuda") for u in (c.used_q, c.used_kv)]
     sink = None if c.sink is None else torch.tensor([c.sink * (-1) ** h for h in range(c.hq)], device="cuda")
     from frost.kernels.packed import Packed
 
     packed = Packed(_cu(c.lens_q), _cu(lens_kv), max(c.lens_q, default=0), max(lens_kv, default=0))
     mask = dict(causal=c.causal, alignment=c.alignment, band_left=c.band_left, band_right=c.band_right)
-    return dict(q=q, k=k, v=v, do=do, used=used, sink=sink, packed=packed, mask=mask, scale=1 / math.sqrt(c.dqk))
+    return dict(q=q, k=k, v=v, do=do, used=used, sink=sink, packed=packed, mask=mask, scale=1 / math.sqrt(c.dqk),
+                alloc=alloc)
 
 
 def _logical(t):
@@ -143,7 +177,7 @@ def _run_forward(c: VarCase, inp):
     from frost.kernels.forward import choose_forward_config, compile_forward
 
     q, v = inp["q"], inp["v"]
-    o = torch.full((q.shape[0], c.hq, c.dv), float("nan"), dtype=q.dtype, device="cuda")
+    o = inp["alloc"](q.shape[0], c.hq, c.dv)
     lse = _lse_buffer(c.hq, q.shape[0], c.lse_token_major)
     fwd = compile_forward(choose_forward_config(c.dtype, c.dqk, c.dv, detect_arch(), varlen=True))
     fwd(_logical(q), _logical(inp["k"]), _logical(v), _logical(o), lse, scale=inp["scale"],
@@ -181,7 +215,7 @@ def _run_backward(c: VarCase, inp, o, lse):
     ws = {name: torch.full((max(n, 16),), 0xFF, dtype=torch.uint8, device="cuda")
           for name, n in workspace_regions(cfg, p.batch, c.hq, p.max_seqlen_q, p.max_seqlen_kv,
                                            tokens_q=q.shape[0])}
-    grads = [torch.full_like(t, float("nan")) for t in (q, k, v)]
+    grads = [inp["alloc"](*t.shape) for t in (q, k, v)]
     dsink = None if inp["sink"] is None else torch.full_like(inp["sink"], float("nan"))
     compile_backward(cfg)(*(_logical(t) for t in (q, k, v, o, do)), lse, *(_logical(g) for g in grads),
                           scale=inp["scale"], workspace=ws, seq_len_q=inp["used"][0], seq_len_kv=inp["used"][1],
@@ -195,7 +229,7 @@ def check_backward(c: VarCase) -> list[str]:
 
     inp = _inputs(c)
     o64, lse64 = _reference_forward(inp, c, torch.float64)
-    o = torch.zeros((inp["q"].shape[0], c.hq, c.dv), dtype=inp["q"].dtype, device="cuda")
+    o = inp["alloc"](inp["q"].shape[0], c.hq, c.dv).zero_()
     o_logical = _logical(o)
     o_logical.copy_(o64.to(o.dtype))
     lse = _lse_buffer(c.hq, o.shape[0], c.lse_token_major, fill=float("-inf"))
@@ -354,5 +388,24 @@ def test_sanitizer_case(d):
     cases = [VarCase((77, 0, 1, 130), dqk=d, dv=d, causal=True, sink=1.0, extra=9, seed=8),
              VarCase((77, 0, 1, 130), dqk=d, dv=d, band_left=16, band_right=3, used_q=(70, 0, 1, 100),
                      used_kv=(77, 0, 0, 129), deterministic=True, seed=9)]
+    run_cases(check_forward, cases)
+    run_cases(check_backward, cases)
+
+
+# A token stride of 2^23 + 64 elements (under the 2^24 that Q's and dO's may have): token 600 of a tensor lies past
+# 2^32 elements from its base, so every 32-bit product of a token and a stride would wrap.
+WIDE_STRIDE = 2 ** 23 + 64
+
+
+@pytest.mark.parametrize("d", (64, 128))
+def test_token_offsets_past_2_32_elements(d):
+    """int64 addressing: every tensor a view of one ~10 GB buffer with a token stride of WIDE_STRIDE elements, so the
+    later segments' tokens (their Q, K, V, dO reads and their O, dQ, dK, dV writes) lie past 2^31 and 2^32
+    elements; both dQ orders."""
+    lens = (250, 1, 0, 349)
+    cases = [VarCase(lens, dqk=d, dv=d, hq=2, hkv=1, causal=True, sink=1.0, token_stride=WIDE_STRIDE, seed=10),
+             VarCase(lens, dqk=d, dv=d, hq=2, hkv=1, band_left=64, deterministic=True, token_stride=WIDE_STRIDE,
+                     seed=11)]
+    assert (sum(lens) - 1) * WIDE_STRIDE > 2 ** 32
     run_cases(check_forward, cases)
     run_cases(check_backward, cases)
