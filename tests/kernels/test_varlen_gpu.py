@@ -5,10 +5,10 @@
 
 Tensors are packed THD (tokens of every sequence along axis 0), with random length mixes (0, 1, 77, 4097, one long
 sequence among short ones), GQA, sinks, bands, both alignments, seqused (padded THD), both LSE layouts,
-non-contiguous token strides, token offsets past 2^32 elements and tensors longer than cu_seqlens[-1]. Outputs are poisoned with NaN: rows inside a
-segment must be written (O, LSE, dQ, dK, dV; padding rows as exact zeros, LSE -inf), rows outside every segment must
-stay untouched (the kernels' contract: the APIs hand out zeroed gradients). Deterministic mode must give bitwise
-equal gradients on two runs.
+non-contiguous token strides, token offsets past 2^32 elements and tensors longer than cu_seqlens[-1]. Outputs are
+poisoned with NaN: rows inside a segment must be written (O, LSE, dQ, dK, dV; padding rows as exact zeros, LSE
+-inf), rows outside every segment must stay untouched (the kernels' contract: the APIs hand out zeroed gradients).
+Deterministic mode must give bitwise equal gradients on two runs.
 
 Run on the GPU machine: python3 -m pytest -m gpu tests/kernels/test_varlen_gpu.py"""
 

@@ -1,7 +1,7 @@
 """frost through its public APIs (BSHD tensors): the backward is frost.sdpa_backward, the forward frost.sdpa_forward,
-a step frost.attention's forward and autograd backward; a deterministic case passes deterministic=True to both. The detail column names the engine frost's plan chose for
-the case's backward, so a run where the CuTe engine declines (and the reference engine runs) is visible as such
-instead of looking like a slow kernel."""
+a step frost.attention's forward and autograd backward; a deterministic case passes deterministic=True to both.
+The detail column names the engine frost's plan chose for the case's backward, so a run where the CuTe engine
+declines (and the reference engine runs) is visible as such instead of looking like a slow kernel."""
 
 from __future__ import annotations
 

@@ -81,7 +81,6 @@ class TorchSdpaBackend(Backend):
         return out
 
 
-
 def _deterministic_if(on: bool, run, i: int):
     """run(i), under torch.use_deterministic_algorithms(True) when ``on`` (the setting is restored after)."""
     if not on:
@@ -92,6 +91,7 @@ def _deterministic_if(on: bool, run, i: int):
 
 @contextmanager
 def _deterministic_algorithms():
+    """torch.use_deterministic_algorithms(True) inside, the caller's setting (and its warn_only) after."""
     import torch
 
     before = (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
