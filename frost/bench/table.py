@@ -42,8 +42,11 @@ def summary_table(report: Report) -> str:
 
 
 def deterministic_table(report: Report) -> str:
-    """Deterministic time / default time per backend, for the deterministic cases whose default twin ran."""
+    """Deterministic time / default time per backend, for the deterministic cases whose default twin ran ("" when
+    the run has none)."""
     costs = deterministic_cost(report)
+    if not costs:
+        return ""
     backends = list(dict.fromkeys(b for row in costs for b in row["time_ratio"]))
     rows = [[row["case"], row["default_case"], *(_fmt(row["time_ratio"].get(b), ".3f") for b in backends)]
             for row in costs]
@@ -67,7 +70,5 @@ def render(report: Report) -> str:
     which = meta.get("pass", "backward")
     head = (f"frost bench: suite {meta.get('suite')}, {which}, {meta.get('dtype')}, {meta.get('device', '?')}; "
             f"TFLOP/s = {pass_label(which)} / median time (frost.bench.flops)")
-    parts = [head, results_table(report), summary_table(report)]
-    if deterministic_cost(report):
-        parts.append(deterministic_table(report))
-    return "\n\n".join([*parts, ceiling_table(report)])
+    parts = [head, results_table(report), summary_table(report), deterministic_table(report), ceiling_table(report)]
+    return "\n\n".join(p for p in parts if p)

@@ -105,14 +105,11 @@ def _inputs(c: VarCase):
     gen = torch.Generator(device="cuda").manual_seed(c.seed)
     lens_kv = c.lens_q if c.lens_kv is None else c.lens_kv
     tq, tkv = sum(c.lens_q) + c.extra, sum(lens_kv) + c.extra
+    shapes = ((tq, c.hq, c.dqk), (tkv, c.hkv, c.dqk), (tkv, c.hkv, c.dv), (tq, c.hq, c.dv))
+    q, k, v, do = (_thd(t, h, d, tdt, gen, c.spread) for t, h, d in shapes)
     alloc = _allocator(c, max(tq, tkv), tdt)
-    if c.token_stride:
-        q, k, v, do = (alloc(t, h, d).copy_(_thd(t, h, d, tdt, gen, False))
-                       for t, h, d in ((tq, c.hq, c.dqk), (tkv, c.hkv, c.dqk), (tkv, c.hkv, c.dv), (tq, c.hq, c.dv)))
-    else:
-        q = _thd(tq, c.hq, c.dqk, tdt, gen, c.spread)
-        k, v = _thd(tkv, c.hkv, c.dqk, tdt, gen, c.spread), _thd(tkv, c.hkv, c.dv, tdt, gen, c.spread)
-        do = _thd(tq, c.hq, c.dv, tdt, gen, c.spread)
+    if c.token_stride:   # the same values, moved into views of the shared buffer
+        q, k, v, do = (alloc(*x.shape).copy_(x) for x in (q, k, v, do))
     used = [None if u is None else torch.tensor(u, dtype=torch.int32, device="cuda") for u in (c.used_q, c.used_kv)]
     sink = None if c.sink is None else torch.tensor([c.sink * (-1) ** h for h in range(c.hq)], device="cuda")
     from frost.kernels.packed import Packed
