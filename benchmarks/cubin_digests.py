@@ -27,14 +27,15 @@ def set_tag(key) -> str:
     """arch/dtype/d<Q/K pad>v<V pad>/kind: a set's name in the digest file."""
     kind = ("narrow" if key.narrow else "dq_gemm" if key.dq_gemm else "mha" + "_ordered" * key.ordered if key.mha
             else "ordered" if key.ordered else "atomic")
-    return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}/{kind}"
+    return (f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad or key.head_dim_pad}/{kind}"
+            + ("/varlen" if key.varlen else ""))
 
 
 def served_sets() -> list:
-    """(tag, KernelKey) of every served kernel set (selection.served_keys) on ARCHS."""
+    """(tag, KernelKey) of every served kernel set, the packed ones too (selection.served_keys) on ARCHS."""
     from frost.kernels.backward.selection import served_keys
 
-    return [(set_tag(k), k) for k in served_keys(ARCHS)]
+    return [(set_tag(k), k) for k in served_keys(ARCHS, varlen=True)]
 
 
 def elf_sections(blob: bytes) -> dict[str, bytes]:
