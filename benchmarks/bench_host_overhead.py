@@ -24,7 +24,7 @@ import time
 
 import torch
 
-import frost.compile_api as api
+import frost.api.plans as api
 from frost.ir import sdpa_backward_graph
 from frost.lowering import FakeCompiler, cache_stats, use_compiler
 
@@ -64,7 +64,7 @@ def measure(device: str = "cpu", calls: int = 20000, real: bool = False) -> dict
     graph = sdpa_backward_graph(1, 4, 128, 64, dtype="bfloat16", causal=True)
     target = "sm_90" if real else "sm_120"
     if real:
-        from frost.functional import target_of
+        from frost.api.target import target_of
         target = target_of(torch.device(device))
     compiler = None if real else FakeCompiler(device_type=torch.device(device).type, persist=False)
     with use_compiler("cute_sm120", compiler) if compiler else _nothing():
@@ -102,7 +102,7 @@ def _kernel_entry_us(tensors: dict, device: str, calls: int) -> dict[str, float]
 
 def _functional_us(device: str, calls: int) -> float:
     """frost.sdpa_backward on BSHD tensors: key from tensor metadata, plan hit, output allocation, execute."""
-    from frost.functional import sdpa_backward
+    from frost.api.functional import sdpa_backward
 
     q, k, v, out, dout = (torch.randn(1, 128, 4, 64, device=device, dtype=torch.bfloat16) for _ in range(5))
     lse = torch.randn(1, 4, 128, device=device)

@@ -30,7 +30,7 @@ CHILD = textwrap.dedent("""
     torch.empty(1, device="cuda")  # the CUDA context: any GPU program pays it once, cache or not
     torch.cuda.synchronize()
     tc = time.perf_counter()
-    import frost.compile_api as api
+    import frost.api.plans as api
     from frost.ir import sdpa_backward_graph
     from frost.lowering import cache_stats
     graph = sdpa_backward_graph(2, 4, 256, {head_dim}, dtype="{dtype}", causal=True)

@@ -6,33 +6,34 @@ from __future__ import annotations
 
 import importlib
 
-from frost.errors import FrostError, GraphError, NotSupported, TensorError
+from frost.errors import (ArgumentTypeError, EngineError, FrostError, GraphError, NotSupported, TargetError,
+                          TensorError)
 from frost.ir import Graph, GraphBuilder, TensorSpec, sdpa_backward_graph, sdpa_forward_graph
 
 __version__ = "0.1.0"
 
 # public name -> "module:attribute", imported on first access (PEP 562)
 _LAZY = {
-    "check_support": "frost.support:check_support",
-    "detect_target": "frost.target:detect_target",
+    "check_support": "frost.api.support:check_support",
+    "detect_target": "frost.api.target:detect_target",
     "SupportReport": "frost.analyzer:SupportReport",
     "Reason": "frost.analyzer:Reason",
-    "compile": "frost.compile_api:compile",
+    "compile": "frost.api.plans:compile",
     "cache_stats": "frost.lowering:cache_stats",
     "clear_caches": "frost.lowering:clear_caches",
     "configure_cache": "frost.lowering:configure_cache",
     "Plan": "frost.lowering:Plan",
-    "sdpa_backward": "frost.functional:sdpa_backward",
-    "sdpa_forward": "frost.functional_forward:sdpa_forward",
-    "attention": "frost.torch_ops:attention",
-    "sdpa_forward_varlen": "frost.functional_varlen:sdpa_forward_varlen",
-    "sdpa_backward_varlen": "frost.functional_varlen:sdpa_backward_varlen",
-    "attention_varlen": "frost.torch_ops_varlen:attention_varlen",
+    "sdpa_backward": "frost.api.functional:sdpa_backward",
+    "sdpa_forward": "frost.api.functional:sdpa_forward",
+    "attention": "frost.api.autograd:attention",
+    "sdpa_forward_varlen": "frost.api.functional:sdpa_forward_varlen",
+    "sdpa_backward_varlen": "frost.api.functional:sdpa_backward_varlen",
+    "attention_varlen": "frost.api.autograd:attention_varlen",
     "reference": "frost.reference:",
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     target = _LAZY.get(name)
     if target is None:
         raise AttributeError(f"module 'frost' has no attribute {name!r}")
@@ -43,5 +44,11 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = ["FrostError", "GraphError", "NotSupported", "TensorError", "Graph", "GraphBuilder", "TensorSpec",
-           "sdpa_backward_graph", "sdpa_forward_graph", "__version__", *_LAZY]
+def __dir__() -> list[str]:
+    """The public API, the lazily loaded names included, so dir(frost) and help(frost) show all of it."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n not in ("__getattr__", "__dir__"))})
+
+
+__all__ = ["ArgumentTypeError", "EngineError", "FrostError", "GraphError", "NotSupported", "TargetError",
+           "TensorError", "Graph", "GraphBuilder", "TensorSpec", "sdpa_backward_graph", "sdpa_forward_graph",
+           "__version__", *_LAZY]

@@ -42,12 +42,25 @@ class TensorError(FrostError, ValueError):
         super().__init__(_fmt(subject, value, accepted, detail))
 
 
+class ArgumentTypeError(TensorError, TypeError):
+    """An argument of the wrong type (a list where a tensor goes, a string where a bool goes): a TensorError that
+    is also a TypeError, so either ``except`` catches it."""
+
+
 class EngineError(FrostError, ValueError):
     """An engine name that names no engine (a caller mistake, not an unsupported graph)."""
 
     def __init__(self, value: object, accepted: str) -> None:
         self.value, self.accepted = value, accepted
         super().__init__(_fmt("engine", value, accepted))
+
+
+class TargetError(FrostError, ValueError):
+    """A target string that names no known device kind (a caller mistake, not an unsupported graph)."""
+
+    def __init__(self, value: object, accepted: str) -> None:
+        self.value, self.accepted = value, accepted
+        super().__init__(_fmt("target", value, accepted))
 
 
 class NotSupported(FrostError):

@@ -27,6 +27,7 @@ class Capability:
     gqa: bool = True
     padding: bool = True
     ragged: bool = True                      # packed variable-length sequences (ragged tensors over cu_seqlens)
+    empty: bool = True                       # problems with nothing to compute (B, Sq or Skv = 0)
     sink: bool = True
     dlse: bool = True                        # a gradient on the forward's LSE output (dlse input)
     deterministic: bool = True
@@ -54,7 +55,7 @@ CUTE_SM120 = Capability(
     dtypes=("float16", "bfloat16"), dv_le_dqk=True,
     head_dim=HeadDims(multiple_of=limits.HEAD_DIM_MULTIPLE, max=limits.HEAD_DIM_MAX, pads=limits.HEAD_DIM_PADS),
     masks=("none", "causal", "band"), alignments=("top_left", "bottom_right"),
-    gqa=True, padding=True, ragged=True, sink=True, dlse=True, deterministic=True,
+    gqa=True, padding=True, ragged=True, empty=False, sink=True, dlse=True, deterministic=True,
     needs_head_dim_contiguous=True, needs_16b_strides=True, needs_32bit_seq_strides=True,
     max_smem_bytes=limits.SMEM_BYTES, max_seq=limits.MAX_SEQ, max_acc_elements=limits.MAX_ACC_ELEMENTS,
     description="CuTe-DSL mma.sync + ldmatrix kernels for the SM120 class (built for sm_90a on Hopper)",

@@ -113,6 +113,8 @@ RULES: tuple[Rule, ...] = (
     _feature_rule("ragged", "varlen", "ragged",
                   "dense (B, H, S, D) tensors without cu_seqlens (pad the packed sequences into a batch)",
                   "packed (ragged) sequences are not served by this engine"),
+    _feature_rule("empty", "empty", "empty", "B, Sq and Skv >= 1 (the reference engine serves empty problems)",
+                  "a problem with nothing to compute (no batch, query or key) is not launched"),
     _feature_rule("sink", "has_sink", "sink", "no sink input",
                   "a learnable attention sink (and its dsink gradient) is not served"),
     _feature_rule("dlse", "has_dlse", "dlse", "no dlse input (a loss that does not use the forward's LSE)",

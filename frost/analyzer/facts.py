@@ -45,3 +45,8 @@ class Facts(BaseModel):
     lse_contiguous: bool            # lse has stride 1 along S (packed: along T)
     needs_int64_offsets: bool       # some io tensor spans >= 2**31 elements
     seq_strides_32bit: bool         # q's and do's (a forward: q's and o's) sequence strides are below SEQ_STRIDE_LIMIT
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to compute: no batch (sequence), no query or no key."""
+        return 0 in (self.batch, self.seq_q, self.seq_kv, self.tokens_q, self.tokens_kv)

@@ -57,6 +57,7 @@ ROWS: tuple[tuple[dict[str, str], Callable[[Capability], str]], ...] = (
     ({k: "GQA / MQA" for k in BOTH}, lambda c: _yes(c.gqa)),
     ({k: "Padding (seq_len_q / seq_len_kv)" for k in BOTH}, lambda c: _yes(c.padding)),
     ({k: "Packed sequences (cu_seqlens, THD)" for k in BOTH}, lambda c: _yes(c.ragged)),
+    ({k: "Empty problems (B, Sq or Skv = 0)" for k in BOTH}, lambda c: _yes(c.empty)),
     ({BACKWARD: "Sink + dsink", FORWARD: "Sink"}, lambda c: _yes(c.sink)),
     ({BACKWARD: "LSE gradient (dlse)"}, lambda c: _yes(c.dlse)),
     ({BACKWARD: "Deterministic"}, lambda c: _yes(c.deterministic)),

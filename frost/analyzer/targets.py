@@ -7,31 +7,23 @@ from __future__ import annotations
 
 import re
 
-from frost.errors import FrostError
+from frost.errors import TargetError
 
 ANY_CUDA = "cuda"
 _SM = re.compile(r"sm_?(\d{2,3})[af]?")
 ACCEPTED = "'cpu', 'cuda', or 'sm_<major><minor>' such as 'sm_90', 'sm_120', 'sm_121' (an 'a'/'f' suffix is accepted)"
 
 
-class TargetError(FrostError, ValueError):
-    """A target string that names no known device kind (a caller mistake, not an unsupported graph)."""
-
-    def __init__(self, value: object) -> None:
-        self.value = value
-        super().__init__(f"target: got {value!r}; accepted: {ACCEPTED}")
-
-
 def normalise_target(target: str) -> str:
     """'SM_120a' -> 'sm_120', 'cpu' -> 'cpu'; anything else raises TargetError."""
     if not isinstance(target, str):
-        raise TargetError(target)
+        raise TargetError(target, ACCEPTED)
     name = target.strip().lower()
     if name in ("cpu", ANY_CUDA):
         return name
     m = _SM.fullmatch(name)
     if m is None:
-        raise TargetError(target)
+        raise TargetError(target, ACCEPTED)
     return f"sm_{m.group(1)}"
 
 

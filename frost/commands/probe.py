@@ -41,7 +41,7 @@ def _read(path: str) -> str:
 def run(args) -> int:
     from frost.errors import FrostError
     from frost.ir import Graph
-    from frost.support import check_support
+    from frost.api.support import check_support
 
     try:
         report = check_support(Graph.from_json(_read(args.graph)), args.target, engine=args.engine)

@@ -162,7 +162,7 @@ def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, 
                         **op_attrs) -> Graph:
     """The common one-op graph, declared in one call (used by the demo, the functional API and tests)."""
     hkv = heads_kv or heads_q
-    skv = seq_kv or seq_q
+    skv = seq_q if seq_kv is None else seq_kv
     dv = head_dim_v or head_dim
     b = GraphBuilder("sdpa_backward")
     q = b.tensor("q", (batch, heads_q, seq_q, head_dim), dtype, layout=layout)
@@ -188,7 +188,7 @@ def sdpa_forward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, h
                        layout: Layout = "bshd", sink: bool = False, padded: bool = False, **op_attrs) -> Graph:
     """The common one-op forward graph, declared in one call; its outputs are "attn.o" and "attn.lse"."""
     hkv = heads_kv or heads_q
-    skv = seq_kv or seq_q
+    skv = seq_q if seq_kv is None else seq_kv
     b = GraphBuilder("sdpa_forward")
     q = b.tensor("q", (batch, heads_q, seq_q, head_dim), dtype, layout=layout)
     k = b.tensor("k", (batch, hkv, skv, head_dim), dtype, layout=layout)

@@ -11,10 +11,9 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictBool, S
                       ValidationInfo, field_validator, model_validator)
 
 from frost.errors import GraphError, UnknownOp
+from frost.spec import Alignment, Band, MaskKind
 
-Alignment = Literal["top_left", "bottom_right"]
 STRUCTURED_OPS: tuple[str, ...] = ("sdpa_backward", "sdpa_forward")   # op kinds with named inputs frost serves
-MaskKind = Literal["none", "causal", "band"]
 
 
 class SdpaInputs(BaseModel):
@@ -82,18 +81,13 @@ class SdpaOp(BaseModel):
 
     @property
     def band(self) -> tuple[int | None, int | None]:
-        """(left, right) after applying `causal`; None means unbounded on that side."""
-        right = self.band_right if self.band_right is not None else (0 if self.causal else None)
-        return self.band_left, right
+        """(left, right) with `causal` folded in (frost.spec.Band); None means unbounded on that side."""
+        band = Band.of(self.causal, self.band_left, self.band_right)
+        return band.left, band.right
 
     @property
     def mask_kind(self) -> MaskKind:
-        left, right = self.band
-        if left is None and right is None:
-            return "none"
-        if left is None and right == 0:
-            return "causal"
-        return "band"
+        return Band.of(self.causal, self.band_left, self.band_right).kind
 
     @property
     def ragged(self) -> bool:

@@ -82,8 +82,8 @@ class TensorSpec(BaseModel):
 def check_tensor(spec: TensorSpec) -> None:
     """Reject shapes and strides that cannot describe a tensor in memory."""
     subject = f"tensor {spec.name!r}"
-    if any(extent < 1 for extent in spec.shape):
-        raise GraphError(f"{subject}.shape", spec.shape, "every extent >= 1")
+    if any(extent < 0 for extent in spec.shape):
+        raise GraphError(f"{subject}.shape", spec.shape, "every extent >= 0")
     if spec.ragged is not None:
         _check_ragged(spec, subject)
     if spec.strides is None:
@@ -92,6 +92,8 @@ def check_tensor(spec: TensorSpec) -> None:
         raise GraphError(f"{subject}.strides", spec.strides, f"one stride per dim ({len(spec.shape)} for shape {spec.shape})")
     if any(s < 0 for s in spec.strides):
         raise GraphError(f"{subject}.strides", spec.strides, "non-negative strides")
+    if 0 in spec.shape:   # an empty tensor addresses no element: any non-negative strides describe it
+        return
     dims = sorted((s, e) for s, e in zip(spec.strides, spec.shape) if e > 1)
     for (s_in, e_in), (s_out, _) in zip(dims, dims[1:]):
         if s_out < s_in * e_in:

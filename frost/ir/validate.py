@@ -6,9 +6,9 @@ packed token axis T where S was: (H, T, D). The same checks serve both through a
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from frost.spec import gqa_accepted, heads_divide, valid_scale
 from frost.errors import GraphError
 from frost.ir.ops import SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import IO_DTYPES, TensorSpec
@@ -65,9 +65,12 @@ def _check_qkv(op: SdpaOp, ts: dict[str, TensorSpec], ragged_batch: int | None,
     hkv, skv = k.shape[n:n + 2]
     if frame.lead and k.shape[0] != frame.batch:
         raise GraphError(f"k tensor {k.name!r}.shape[0]", k.shape[0], f"{frame.batch} (batch of q)")
-    if hq % hkv:
-        raise GraphError(f"k tensor {k.name!r}.shape[{n}]", hkv,
-                         f"a divisor of Hq={hq} (query heads per kv head must be whole)")
+    for name, t, dim in (("q", q, n), ("q", q, n + 2), ("v", v, n + 2)):
+        if t.shape[dim] < 1:
+            raise GraphError(f"{name} tensor {t.name!r}.shape[{dim}]", t.shape[dim],
+                             ">= 1 (heads and head dims are never empty; batches and sequences may be)")
+    if not heads_divide(hq, hkv):
+        raise GraphError(f"k tensor {k.name!r}.shape[{n}]", hkv, gqa_accepted(hq))
     if k.shape[n + 2] != dqk:
         raise GraphError(f"k tensor {k.name!r}.shape[{n + 2}]", k.shape[n + 2], f"{dqk} (head dim of q)")
     dv = v.shape[n + 2]
@@ -139,7 +142,7 @@ def _check_attrs(op: SdpaOp) -> None:
         value = getattr(op, attr)
         if value is not None and value < 0:
             raise GraphError(f"{subject}.{attr}", value, "None (unbounded) or an integer >= 0")
-    if op.attn_scale is not None and not (math.isfinite(op.attn_scale) and op.attn_scale > 0):
+    if not valid_scale(op.attn_scale):
         raise GraphError(f"{subject}.attn_scale", op.attn_scale, "None (1/sqrt(Dqk)) or a finite float > 0")
 
 

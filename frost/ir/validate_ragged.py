@@ -14,11 +14,11 @@ OFFSETS = {"cu_seqlens_q": Q_SIDE, "cu_seqlens_kv": KV_SIDE}
 
 
 def check_offsets(t: TensorSpec, subject: str) -> None:
-    """An offsets tensor (cu_seqlens) is a dense int32 (B + 1,) tensor with B >= 1."""
+    """An offsets tensor (cu_seqlens) is a dense int32 (B + 1,) tensor with B >= 0."""
     if t.dtype != "int32":
         raise GraphError(f"{subject}.dtype", t.dtype, "int32 (cu_seqlens offsets)")
-    if t.rank != 1 or t.shape[0] < 2:
-        raise GraphError(f"{subject}.shape", t.shape, "(B + 1,) with B >= 1 (one offset per sequence boundary)")
+    if t.rank != 1 or t.shape[0] < 1:
+        raise GraphError(f"{subject}.shape", t.shape, "(B + 1,) with B >= 0 (one offset per sequence boundary)")
     if t.ragged is not None:
         raise GraphError(f"{subject}.ragged", t.ragged, "None (offsets are a plain int32 vector)")
 

@@ -94,7 +94,7 @@ class Plan:
         return self._executor.seq_major_runs is not None
 
     def _execute_trusted_seq_major(self, tensors: dict, device) -> None:
-        """frost.functional's hot path: every tensor (outputs included) by graph name, the 4-D ones in (B, S, H, D)
+        """The functional API's hot path (frost.api.calls): every tensor (outputs included) by graph name, the 4-D ones in (B, S, H, D)
         order, all on ``device``. Nothing is checked but the pointers' alignment: the caller's plan key holds each
         tensor's dtype, shape, strides and device, and it built this plan from exactly those (checked then)."""
         self._executor.execute_trusted_seq_major(tensors, device)

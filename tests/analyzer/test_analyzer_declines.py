@@ -9,6 +9,7 @@ import pytest
 from analyzer_graphs import B, H, S, baseline, custom, gpt_oss, permuted_strides, pitched_strides
 from frost.analyzer import (CODES, CUTE_SM120, REFERENCE, REFERENCE_FORWARD, declines, facts_for, normalise_target,
                             probe)
+from frost.analyzer.capability import CUTE_SM120_FORWARD
 from frost.ir import sdpa_backward_graph, sdpa_backward_varlen_graph, sdpa_forward_graph
 
 
@@ -45,6 +46,10 @@ ALONE = {
                 [("padding", "has_padding_q"), ("padding", "has_padding_kv")]),
     "ragged": (lambda: sdpa_backward_varlen_graph(B, H, 3 * S, S, 64, causal=True), "sm_120",
                dataclasses.replace(CUTE_SM120, ragged=False), [("ragged", "varlen")]),
+    # no batch: nothing to compute (the reference engine serves it)
+    "empty": (lambda: sdpa_backward_graph(0, H, S, 64, causal=True), "sm_120", CUTE_SM120, [("empty", "empty")]),
+    "empty_keys": (lambda: sdpa_forward_graph(B, H, S, 64, seq_kv=0), "sm_120", CUTE_SM120_FORWARD,
+                   [("empty", "empty")]),
     "sink": (lambda: baseline(sink=True), "sm_120", NARROW, [("sink", "has_sink")]),
     "dlse": (lambda: baseline(dlse=True), "sm_120", NARROW, [("dlse", "has_dlse")]),
     "deterministic": (lambda: baseline(deterministic=True), "sm_90", NARROW,

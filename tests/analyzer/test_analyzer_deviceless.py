@@ -14,8 +14,8 @@ import pytest
 from analyzer_graphs import baseline, gpt_oss
 from frost.analyzer import TargetError, normalise_target
 from frost.errors import FrostError
-from frost.support import check_support
-from frost.target import detect_target
+from frost.api.support import check_support
+from frost.api.target import detect_target
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "cutlass")
@@ -32,7 +32,7 @@ def test_probe_with_torch_and_cutlass_blocked():
         "import sys, json\n"
         "sys.modules['torch'] = None\nsys.modules['cutlass'] = None\n"
         "import frost.analyzer\n"
-        "from frost.support import check_support\n"
+        "from frost.api.support import check_support\n"
         "from frost.ir import sdpa_backward_graph\n"
         "g = sdpa_backward_graph(2, 64, 4096, 64, heads_kv=8, sink=True, padded=True, causal=True)\n"
         "auto = check_support(g)\n"
@@ -43,7 +43,7 @@ def test_probe_with_torch_and_cutlass_blocked():
 
 
 def test_import_frost_does_not_import_torch_or_cutlass():
-    out = _run("import sys, json, frost, frost.analyzer, frost.support, frost.target\n"
+    out = _run("import sys, json, frost, frost.analyzer, frost.api.support, frost.api.target\n"
                f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
     assert json.loads(out) == []
 

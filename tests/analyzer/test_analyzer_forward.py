@@ -12,7 +12,7 @@ from frost.analyzer import (CUTE_SM120, CUTE_SM120_FORWARD, REFERENCE, REFERENCE
                             facts_for, normalise_target, probe, render_support_matrix)
 from frost.errors import EngineError
 from frost.ir import GraphBuilder, sdpa_forward_graph
-from frost.support import check_support
+from frost.api.support import check_support
 
 B, H, S, D = 2, 8, 256, 64
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import frost.compile_api
+import frost.api.plans
 from frost.lowering import clear_caches
 
 
@@ -13,6 +13,6 @@ from frost.lowering import clear_caches
 def fresh_caches(tmp_path, monkeypatch):
     monkeypatch.setenv("FROST_CACHE_DIR", str(tmp_path / "kernel-cache"))
     clear_caches(stats=True)
-    frost.compile_api._logged.clear()
+    frost.api.plans._logged.clear()
     yield
     clear_caches(stats=True)

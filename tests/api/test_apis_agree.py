@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-import frost.compile_api as api
-from frost.functional import sdpa_backward
+import frost.api.plans as api
+from frost.api.functional import sdpa_backward
 from frost.ir import sdpa_backward_graph
-from frost.torch_ops import attention
+from frost.api.autograd import attention
 
 B, SQ, HQ, HKV, D = 2, 24, 4, 2, 16
 OPTIONS = dict(causal=True, causal_alignment="bottom_right", window_size=(6, None))
@@ -101,7 +101,7 @@ def test_functional_errors_speak_bshd(data):
 
     q, k, v = data["q"], data["k"], data["v"]
     out, lse = attention(q, k, v, return_lse=True)
-    with pytest.raises(TensorError, match=r"q.shape: got \(24, 4, 16\); accepted: rank 4: \(B, S, H, D\)"):
+    with pytest.raises(TensorError, match=r"q.shape: got \(24, 4, 16\); accepted: rank 4: \(B, Sq, Hq, Dqk\)"):
         sdpa_backward(q[0], k, v, out, data["do"], lse)
     with pytest.raises(TensorError, match=rf"^k.shape: got \(1, {q.shape[1]}, {k.shape[2]}, {k.shape[3]}\)"):
         sdpa_backward(q, k[:1], v[:1], out, data["do"], lse)   # the caller's (B, S, H, D) order

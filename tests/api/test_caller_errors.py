@@ -116,7 +116,7 @@ def test_a_non_tensor_is_named_as_the_caller_spelled_it():
 def test_a_backward_no_engine_serves_is_refused_at_the_forward(monkeypatch):
     """With only the kernel engine to ask and a shape it declines (Dv > Dqk on sm_120), the forward refuses."""
     import frost.analyzer
-    import frost.functional as functional
+    import frost.api.target as functional
 
     monkeypatch.setitem(functional._targets, torch.device("cpu"), "sm_120")
     monkeypatch.setattr(frost.analyzer, "probe", _probe_kernels_only)
@@ -143,7 +143,7 @@ def test_overlapping_strides_are_named_in_bshd():
 
 def test_an_internal_error_is_renamed_to_the_callers_parameters():
     from frost.errors import GraphError
-    from frost.functional_checks import in_caller_terms
+    from frost.api.checks import in_caller_terms
 
     internal = GraphError("sdpa_backward 'attn'.attn_scale", -1.0, "a finite float > 0")
     renamed = in_caller_terms(internal)

@@ -5,7 +5,7 @@ import logging
 import pytest
 
 import frost
-import frost.compile_api as api
+import frost.api.plans as api
 from frost.analyzer import SupportReport, TargetError
 from frost.errors import NotSupported
 from frost.ir import GraphBuilder, sdpa_backward_graph

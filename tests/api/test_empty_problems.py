@@ -59,3 +59,26 @@ def test_empty_problems_are_still_checked():
     q, k, v = (torch.randn(0, 5, h, D) for h in (HQ, 3, 3))
     with pytest.raises(frost.TensorError, match=r"^k\.shape"):
         frost.attention(q, k, v)
+
+
+@pytest.mark.parametrize("b, sq, skv", EMPTY)
+def test_the_graph_api_serves_what_the_functional_api_serves(b, sq, skv):
+    """One rule for both: an empty problem is a valid graph; the kernels decline it (code "empty") and the
+    reference engine serves it, giving what frost.sdpa_forward gives."""
+    shape = dict(heads_kv=HKV, seq_kv=skv, causal=True)
+    report = frost.check_support(frost.sdpa_forward_graph(b, HQ, sq, D, dtype="bfloat16", **shape), "sm_120")
+    assert report.engines == {"attn": "reference"}
+    assert [r.code for r in report.ops[0].declined["cute_sm120"]] == ["empty"]
+    graph = frost.sdpa_forward_graph(b, HQ, sq, D, dtype="float32", **shape)
+    q, k, v = (torch.randn(b, h, s, D) for s, h in ((sq, HQ), (skv, HKV), (skv, HKV)))
+    outputs = frost.compile(graph, target="cpu").execute({"q": q, "k": k, "v": v})
+    want_o, want_lse = frost.sdpa_forward(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), causal=True)
+    assert torch.equal(outputs["attn.o"], want_o.transpose(1, 2)) and torch.equal(outputs["attn.lse"], want_lse)
+
+
+def test_heads_and_head_dims_are_never_empty():
+    with pytest.raises(frost.GraphError, match=r"shape\[3\]: got 0; accepted: >= 1"):
+        frost.sdpa_forward_graph(2, HQ, 5, 0)
+    q = torch.randn(2, 5, 0, D)
+    with pytest.raises(frost.TensorError, match=r"^q\.shape: .*Hq >= 1"):
+        frost.attention(q, q, q)

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import frost
-import frost.compile_api as api
-import frost.functional as functional
+import frost.api.plans as api
+import frost.api.target as functional
 from frost.errors import TensorError
 from frost.ir import sdpa_forward_graph
 from frost.lowering import cache_stats, use_compiler
@@ -117,7 +117,7 @@ def test_empty_problems_give_empty_outputs(b, sq, skv):
 
 
 def test_exported():
-    from frost.functional_forward import sdpa_forward
+    from frost.api.functional import sdpa_forward
 
     assert "sdpa_forward" in frost.__all__ and frost.sdpa_forward is sdpa_forward
     assert "sdpa_forward_graph" in frost.__all__

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.library import opcheck
 
-from frost.torch_ops import attention
+from frost.api.autograd import attention
 
 B, S, H, D = 2, 16, 4, 8
 
@@ -20,7 +20,8 @@ def test_opcheck_attention_forward(sink):
     q, k, v = _qkv(requires_grad=True, hkv=2)
     s = torch.randn(H).requires_grad_() if sink else None
     lens = torch.tensor([S, 9], dtype=torch.int32)
-    opcheck(torch.ops.frost.attention_forward.default, (q, k, v, lens, lens, s, None, True, 4, None, "bottom_right"))
+    opcheck(torch.ops.frost.attention_forward.default,
+            (q, k, v, None, None, 0, 0, lens, lens, s, None, True, 4, None, "bottom_right"))
 
 
 def _layout(t, how):
@@ -36,9 +37,11 @@ def _layout(t, how):
 def test_opcheck_sdpa_backward(sink, layout):
     q, k, v = (_layout(t, layout) for t in _qkv())
     s = torch.randn(H) if sink else None
-    out, lse = torch.ops.frost.attention_forward(q, k, v, None, None, s, 0.5, False, None, None, "top_left")
-    opcheck(torch.ops.frost.sdpa_backward.default,
-            (q, k, v, out, torch.randn_like(out), lse, None, None, s, 0.5, False, None, None, "top_left", False))
+    out, lse = torch.ops.frost.attention_forward(q, k, v, None, None, 0, 0, None, None, s, 0.5, False, None, None,
+                                                 "top_left")
+    opcheck(torch.ops.frost.attention_backward.default,
+            (q, k, v, out, torch.randn_like(out), lse, None, None, 0, 0, None, None, s, 0.5, False, None, None,
+             "top_left", False))
 
 
 class TinyBlock(torch.nn.Module):

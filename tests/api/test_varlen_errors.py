@@ -148,18 +148,18 @@ def test_check_cu_seqlens_reads_device_values_once_and_names_the_index():
 def test_an_internal_error_is_renamed_to_the_callers_parameters():
     """An IR or engine error about the op's seq_len_q / o reaches the caller as seqused_q / out."""
     from frost.errors import GraphError
-    from frost.functional_varlen_checks import varlen_caller_terms
+    from frost.api.checks import in_caller_terms
 
     inner = GraphError("tensor 'seq_len_q'.shape", (3,), "(B,)")
-    renamed = varlen_caller_terms(inner)
+    renamed = in_caller_terms(inner, packed=True)
     assert isinstance(renamed, TensorError) and renamed.__cause__ is inner
     assert str(renamed).startswith("tensor 'seqused_q'.shape: got (3,)")
-    assert varlen_caller_terms(GraphError("tensor 'o'.strides", (1,), "x")).subject == "tensor 'out'.strides"
+    assert in_caller_terms(GraphError("tensor 'o'.strides", (1,), "x"), packed=True).subject == "tensor 'out'.strides"
 
 
 def test_the_value_check_is_skipped_while_a_cuda_graph_is_captured(monkeypatch):
     """A read back would break the capture: the packed check follows the padding check's switch."""
-    from frost.functional_varlen_checks import value_checks_enabled
+    from frost.lowering.engines.length_checks import check_seq_len_values as value_checks_enabled
 
     monkeypatch.delenv("FROST_CHECK_SEQ_LENS", raising=False)
     assert value_checks_enabled()

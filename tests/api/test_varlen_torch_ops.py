@@ -28,7 +28,7 @@ def test_opcheck_attention_varlen_forward(sink):
     q, k, v = _qkv(requires_grad=True)
     s = torch.randn(H).requires_grad_() if sink else None
     used = torch.tensor([4, 0, 9, 1], dtype=torch.int32)
-    opcheck(torch.ops.frost.attention_varlen_forward.default,
+    opcheck(torch.ops.frost.attention_forward.default,
             (q, k, v, _cu(), _cu(), max(LENS), max(LENS), used, None, s, None, True, 3, None, "bottom_right"))
 
 
@@ -36,11 +36,11 @@ def test_opcheck_attention_varlen_forward(sink):
 def test_opcheck_sdpa_backward_varlen(sink, token_major_lse):
     q, k, v = _qkv(t=sum(LENS) + 2)   # two tokens past cu[-1]
     s = torch.randn(H) if sink else None
-    out, lse = torch.ops.frost.attention_varlen_forward(q, k, v, _cu(), _cu(), 9, 9, None, None, s, 0.5, False,
+    out, lse = torch.ops.frost.attention_forward(q, k, v, _cu(), _cu(), 9, 9, None, None, s, 0.5, False,
                                                         None, None, "top_left")
     if token_major_lse:
         lse = lse.t().contiguous().t()
-    opcheck(torch.ops.frost.sdpa_backward_varlen.default,
+    opcheck(torch.ops.frost.attention_backward.default,
             (q, k, v, out, torch.randn_like(out), lse, _cu(), _cu(), 9, 9, None, None, s, 0.5, False, None, None,
              "top_left", False))
 

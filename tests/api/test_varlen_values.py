@@ -129,8 +129,8 @@ def test_problems_with_nothing_to_compute(lens_q, lens_kv, extra_q):
 
 
 def test_exported():
-    from frost.functional_varlen import sdpa_backward_varlen, sdpa_forward_varlen
-    from frost.torch_ops_varlen import attention_varlen
+    from frost.api.functional import sdpa_backward_varlen, sdpa_forward_varlen
+    from frost.api.autograd import attention_varlen
 
     assert frost.sdpa_forward_varlen is sdpa_forward_varlen and frost.sdpa_backward_varlen is sdpa_backward_varlen
     assert frost.attention_varlen is attention_varlen

@@ -149,8 +149,11 @@ def _bad_strides(doc, data):
 
 
 def _bad_extent(doc, data):
+    """A negative extent anywhere, or no head / no head dim (B, S and T may be 0: an empty problem)."""
     t = role(doc, data.draw(st.sampled_from(("q", "k", "v", "lse"))))
-    t["shape"][data.draw(st.integers(0, len(t["shape"]) - 1))] = data.draw(st.integers(-3, 0))
+    heads_or_dims = [len(t["shape"]) - 3, len(t["shape"]) - 1] if t["name"] != role(doc, "lse")["name"] else []
+    dim = data.draw(st.integers(0, len(t["shape"]) - 1))
+    t["shape"][dim] = data.draw(st.integers(-3, 0 if dim in heads_or_dims else -1))
     return repr(t["name"]), "shape"
 
 
@@ -210,7 +213,7 @@ def _offsets_dtype(doc, data):
 
 def _offsets_shape(doc, data):
     t = _offsets(doc, data.draw(st.sampled_from(("cu_seqlens_q", "cu_seqlens_kv"))))
-    t["shape"] = data.draw(st.sampled_from(([1], [t["shape"][0], 1], [1, t["shape"][0]])))
+    t["shape"] = data.draw(st.sampled_from(([0], [t["shape"][0], 1], [1, t["shape"][0]])))
     return repr(t["name"]), "shape"
 
 
@@ -300,7 +303,7 @@ CORRUPTIONS = (
     Corruption("attn_scale <= 0", _bad_scale),
     Corruption("mixed io dtypes", _mixed_dtypes),
     Corruption("strides that do not describe the shape", _bad_strides),
-    Corruption("extent < 1", _bad_extent),
+    Corruption("negative extent, or no head or head dim", _bad_extent),
     Corruption("unknown tensor reference", _unknown_ref),
     Corruption("duplicate tensor names", _duplicate),
     Corruption("dsink without sink", _dsink_without_sink, needs=("sink",), json_only=True),
@@ -308,7 +311,7 @@ CORRUPTIONS = (
     Corruption("output shape differs from its input", _output_shape, json_only=True),
     Corruption("cu_seqlens_q without cu_seqlens_kv or the reverse", _one_offsets_only, needs=("ragged",)),
     Corruption("offsets not int32", _offsets_dtype, needs=("ragged",)),
-    Corruption("offsets not (B + 1,) with B >= 1", _offsets_shape, needs=("ragged",)),
+    Corruption("offsets not (B + 1,) with B >= 0", _offsets_shape, needs=("ragged",)),
     Corruption("cu_seqlens_q and cu_seqlens_kv count different sequences", _offsets_disagree, needs=("ragged",)),
     Corruption("q-side or kv-side input not ragged", _side_not_ragged, needs=("ragged",)),
     Corruption("gradient not ragged like its input", _output_not_ragged, needs=("ragged",), json_only=True),

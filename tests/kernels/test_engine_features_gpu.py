@@ -1,5 +1,5 @@
 """The cute_sm120 engine adapter with every issue-6 feature at once -- GQA + padding + band + sink (+ deterministic)
--- through frost.compile_api, against the fp64 reference under the FA rule (kernel_oracle.py). GPU machine only."""
+-- through frost.compile, against the fp64 reference under the FA rule (kernel_oracle.py). GPU machine only."""
 
 import pytest
 
@@ -55,7 +55,7 @@ def _reference(op, t, dtype):
 
 @pytest.mark.parametrize("det", (False, True), ids=("default", "deterministic"))
 def test_engine_serves_every_feature_at_once(det):
-    import frost.compile_api as api
+    import frost.api.plans as api
     from frost.ir import sdpa_backward_graph
 
     graph = sdpa_backward_graph(2, 8, 300, 64, heads_kv=2, seq_kv=260, sink=True, padded=True, causal=True,
@@ -83,7 +83,7 @@ def test_graph_replay_matches_direct_launch(monkeypatch):
     """A plan's launch replays a CUDA graph from the second call with the same tensors (frost.kernels.graph_replay):
     in deterministic mode its outputs equal the first, direct launch's bit for bit. Inside the caller's own CUDA
     graph capture the kernels are launched directly (and so recorded), and replaying that graph gives the same."""
-    import frost.compile_api as api
+    import frost.api.plans as api
     from frost.ir import sdpa_backward_graph
     from frost.kernels.graph_replay import CudaGraphDriver
 

@@ -5,7 +5,7 @@ The cute_sm120 engine is forced with target="sm_120"; a fake compiler stands in 
 
 import torch
 
-import frost.compile_api as api
+import frost.api.plans as api
 from frost.ir import sdpa_backward_graph
 from frost.kernels.backward.api import choose_config, workspace_regions
 from frost.lowering import ALIGN, FakeCompiler, cache_stats, use_compiler

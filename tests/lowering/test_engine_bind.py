@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-import frost.compile_api as api
+import frost.api.plans as api
 from frost.errors import TensorError
 from frost.lowering import FakeCompiler, use_compiler
 from lowering_helpers import inputs_for, small_graph

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-import frost.compile_api as api
+import frost.api.plans as api
 from frost.analyzer import facts_for
 from frost.errors import TensorError
 from frost.lowering import Lowering, OpPlan, Plan

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import frost.compile_api as api
+import frost.api.plans as api
 from frost.errors import TensorError
 from frost.ir import GraphBuilder, sdpa_forward_graph
 from frost.lowering import FakeCompiler, cache_stats, clear_caches, use_compiler

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-import frost.functional as functional
+import frost.api.functional as functional
+import frost.api.target as targets
 from frost.errors import TensorError
 from frost.lowering import FakeCompiler, use_compiler
 
@@ -16,7 +17,7 @@ from frost.lowering import FakeCompiler, use_compiler
 @pytest.fixture
 def kernel_engine(monkeypatch):
     """CPU tensors planned for an SM120 target: the cute_sm120 engine's host path with no-op kernels."""
-    monkeypatch.setitem(functional._targets, torch.device("cpu"), "sm_120")
+    monkeypatch.setitem(targets._targets, torch.device("cpu"), "sm_120")
     with use_compiler("cute_sm120", FakeCompiler(persist=False)) as compiler:
         yield compiler
 

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 import torch
 
-import frost.compile_api as api
+import frost.api.plans as api
 from frost.ir import sdpa_backward_graph
 from frost.reference import attention_backward
 from lowering_helpers import inputs_for
@@ -71,8 +71,8 @@ def test_cuda_graph_capture():
 
 
 def test_functional_api_on_the_gpu():
-    from frost.functional import sdpa_backward
-    from frost.torch_ops import attention
+    from frost.api.functional import sdpa_backward
+    from frost.api.autograd import attention
 
     q, k, v = (torch.randn(2, 300, 4, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     out = attention(q, k, v, causal=True)
@@ -86,7 +86,7 @@ CHILD = textwrap.dedent("""
     import json, sys, time
     sys.path.insert(0, "tests/lowering")
     import torch
-    import frost.compile_api as api
+    import frost.api.plans as api
     from frost.lowering import cache_stats
     from lowering_helpers import inputs_for
     from test_gpu_cute import _graph, check_fa_rule

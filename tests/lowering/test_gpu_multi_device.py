@@ -6,8 +6,8 @@ current device must be left as it was."""
 import pytest
 import torch
 
-from frost.functional import sdpa_backward
-from frost.torch_ops import attention
+from frost.api.functional import sdpa_backward
+from frost.api.autograd import attention
 
 pytestmark = pytest.mark.gpu
 

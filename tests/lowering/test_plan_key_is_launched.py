@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-import frost.compile_api as api
+import frost.api.plans as api
 from frost.ir import sdpa_backward_graph
 from frost.kernels.backward import api as kernels_api
 from frost.kernels.backward import ds_workspace

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import frost.compile_api as api
+import frost.api.plans as api
 from frost.errors import TensorError
 from frost.ir import sdpa_backward_graph, sdpa_backward_varlen_graph, sdpa_forward_varlen_graph
 from frost.lowering import spec_signature

@@ -41,7 +41,7 @@ class FrostBackend(Backend):
 def plan_engine(c: Case, torch_dtype: str, scale: float, device) -> str:
     """The engine frost's plan picks for this case on this device (what the functional API will run)."""
     import frost
-    from frost.functional import target_of
+    from frost.api.target import target_of
 
     left, _ = c.band
     try:

@@ -16,7 +16,7 @@ def check_support(graph, target: str | None = None, *, engine: str | None = None
     an unknown target string TargetError, an unknown engine name EngineError."""
     engines = engines_named(engine)
     if target is None:
-        from frost.target import detect_target
+        from frost.api.target import detect_target
 
         target = detect_target()
     return probe(graph, target, engines)

@@ -25,7 +25,7 @@ _logged_lock = threading.Lock()
 
 
 def compile(graph, *, target: str | None = None, engine: str | None = None) -> Plan:  # noqa: A001 -- public name
-    """Compile `graph` for `target` (None: this machine, frost.target.detect_target()). `engine=None` takes the
+    """Compile `graph` for `target` (None: this machine, frost.detect_target()). `engine=None` takes the
     probe's choice per op; a name ("reference", "cute_sm120") pins it, and raises NotSupported (carrying the
     report) when that engine declines. Ops frost does not claim stay the caller's to run (plan.report.unclaimed
     lists them; the plan runs the claimed ones). Plans are cached: the same graph, target and engine return the
@@ -38,7 +38,7 @@ def compile(graph, *, target: str | None = None, engine: str | None = None) -> P
 
 
 def _detect() -> str:
-    from frost.target import detect_target
+    from frost.api.target import detect_target
 
     return detect_target()
 

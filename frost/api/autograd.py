@@ -1,0 +1,240 @@
+"""frost.attention and frost.attention_varlen: the autograd path, over two torch custom ops that serve dense and
+packed calls alike (a packed call passes cu_seqlens; a dense one passes None).
+
+frost::attention_forward is the functional forward (api.calls) and frost::attention_backward the functional
+backward. Both have fake implementations whose shapes match the real outputs, so torch.compile traces them without
+graph breaks. The forward (and its fake, on concrete shapes) checks every argument the backward will need (devices,
+dtypes, shapes, options, and that an engine serves the backward on this device), once per distinct key. Each op
+body passes the argument gate (api.arguments), so a direct torch.ops.frost call is checked as a frost call is;
+arguments of a type the op's schema does not admit are refused by torch's dispatcher before frost sees them."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Hashable, Optional, Union
+
+import torch
+from torch import Tensor
+
+from frost.api import arguments as gate
+from frost.api.calls import Call, backward, forward
+from frost.api.checks import check_tensors, in_caller_terms
+from frost.api.functional import Scale, Window
+from frost.api.layout import DENSE, PACKED, Layout
+from frost.api.target import target_of
+from frost.errors import FrostError, NotSupported
+
+_NO_SINK = (0,)  # dsink's shape when there is no sink (a custom op cannot return None)
+
+
+class CheckedKeys:
+    """Keys whose arguments passed a forward's checks, so that a training loop checks once per key (bounded: the
+    set is emptied when it holds ``limit`` keys)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self.limit, self._keys = limit, set()   # type: set[Hashable]
+
+    def once(self, key: Hashable, check: Callable[[], None]) -> None:
+        """Run ``check()`` unless ``key`` passed it already; remember the key when it passes."""
+        if key in self._keys:
+            return
+        check()
+        if len(self._keys) >= self.limit:
+            self._keys.clear()
+        self._keys.add(key)
+
+
+_checked = CheckedKeys()
+
+
+def _call(kind, q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q, seq_len_kv, sink,
+          softmax_scale, causal, window_left, window_right, causal_alignment, deterministic,
+          extra: Optional[dict] = None) -> Call:
+    """An op's arguments through the gate, as the Call of its layout (packed iff cu_seqlens_q is given)."""
+    layout = PACKED if cu_seqlens_q is not None else DENSE
+    options = gate.options(softmax_scale, causal, (window_left, window_right), causal_alignment, deterministic)
+    values: dict[str, Any] = dict(q=q, k=k, v=v, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink,
+                                  **(extra or {}))
+    max_seqlens = None
+    if layout.packed:
+        values.update(cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv)
+        max_seqlens = (gate.host_int("max_seqlen_q", max_seqlen_q), gate.host_int("max_seqlen_kv", max_seqlen_kv))
+    resolved = bool(deterministic) if kind == "backward" else False
+    return Call(kind, layout, gate.tensors(values, layout.packed), options, max_seqlens, resolved)
+
+
+@torch.library.custom_op("frost::attention_backward", mutates_args=())
+def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor,
+                          cu_seqlens_q: Optional[Tensor], cu_seqlens_kv: Optional[Tensor], max_seqlen_q: int,
+                          max_seqlen_kv: int, seq_len_q: Optional[Tensor], seq_len_kv: Optional[Tensor],
+                          sink: Optional[Tensor], softmax_scale: Optional[float], causal: bool,
+                          window_left: Optional[int], window_right: Optional[int], causal_alignment: str,
+                          deterministic: bool, dlse: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The backward of either layout; dsink is an empty (0,) tensor when there is no sink."""
+    call = _call("backward", q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q,
+                 seq_len_kv, sink, softmax_scale, causal, window_left, window_right, causal_alignment,
+                 gate.strict_bool("deterministic", deterministic), dict(o=out, do=dout, lse=lse, dlse=dlse))
+    dq, dk, dv, dsink = backward(call)
+    return dq, dk, dv, dsink if dsink is not None else q.new_empty(_NO_SINK, dtype=torch.float32)
+
+
+@attention_backward_op.register_fake
+def _(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q, seq_len_kv, sink,
+      softmax_scale, causal, window_left, window_right, causal_alignment, deterministic, dlse=None):
+    dsink_shape = sink.shape if sink is not None else _NO_SINK
+    return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
+            q.new_empty(dsink_shape, dtype=torch.float32))
+
+
+@torch.library.custom_op("frost::attention_forward", mutates_args=())
+def attention_forward_op(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
+                         cu_seqlens_kv: Optional[Tensor], max_seqlen_q: int, max_seqlen_kv: int,
+                         seq_len_q: Optional[Tensor], seq_len_kv: Optional[Tensor], sink: Optional[Tensor],
+                         softmax_scale: Optional[float], causal: bool, window_left: Optional[int],
+                         window_right: Optional[int], causal_alignment: str,
+                         deterministic: Optional[bool] = None) -> tuple[Tensor, Tensor]:
+    """The forward of either layout -> out (the caller's layout, contiguous) and lse fp32 ((B, Hq, Sq) or
+    (Hq, Tq)). ``deterministic`` is the backward's (None: torch's flag when the backward runs)."""
+    call = _call("forward", q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q,
+                 seq_len_kv, sink, softmax_scale, causal, window_left, window_right, causal_alignment, deterministic)
+    check_forward(call)
+    return forward(call)
+
+
+@attention_forward_op.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q, seq_len_kv, sink, softmax_scale,
+      causal, window_left, window_right, causal_alignment, deterministic=None):
+    concrete = _concrete(q, k, v, cu_seqlens_q, cu_seqlens_kv, seq_len_q, seq_len_kv, sink) and \
+        all(isinstance(n, int) for n in (max_seqlen_q, max_seqlen_kv))
+    if concrete:   # symbolic shapes are checked when the op runs
+        check_forward(_call("forward", q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+                            seq_len_q, seq_len_kv, sink, softmax_scale, causal, window_left, window_right,
+                            causal_alignment, deterministic))
+    out = q.new_empty((*q.shape[:-1], v.shape[-1]))
+    if cu_seqlens_q is not None:
+        return out, q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+    return out, q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+
+
+def check_forward(call: Call) -> None:
+    """Everything the backward will need, checked when the forward runs (in the caller's terms), once per key:
+    devices, dtypes, shapes, options, and that some engine serves the backward on this device."""
+    key = (call.key(), call.options.deterministic)
+    _checked.once(key, lambda: _check_backward_served(call))
+
+
+def _check_backward_served(call: Call) -> None:
+    """The backward's graph, with meta stand-ins for out, dout, lse and the gradients: the IR accepts it and an
+    engine serves it on the device of q."""
+    from frost.analyzer import probe
+
+    check_tensors(call.given, call.layout.packed)
+    g = call.given
+    q, k, v = g["q"], g["k"], g["v"]
+    io = _meta_like((*q.shape[:-1], v.shape[-1]), q.dtype)
+    lse_shape = (q.shape[1], q.shape[0]) if call.layout.packed else (q.shape[0], q.shape[2], q.shape[1])
+    stand_in = {"o": io, "do": io, "lse": _meta_like(lse_shape, torch.float32)}
+    grads = {"dq": _meta_like(q.shape, q.dtype), "dk": _meta_like(k.shape, q.dtype), "dv": _meta_like(v.shape, q.dtype)}
+    if "sink" in g:
+        grads["dsink"] = _meta_like((q.shape[-2],), torch.float32)
+    bwd = Call("backward", call.layout, g | stand_in, call.options, call.max_seqlens,
+               bool(call.options.deterministic))
+    try:
+        graph = bwd.graph(grads)
+    except FrostError as exc:
+        raise in_caller_terms(exc, call.layout.packed) from exc
+    report = probe(graph, target_of(q.device))
+    if not report.supported:
+        what = "packed attention's" if call.layout.packed else "attention's"
+        raise NotSupported(f"no engine serves this {what} backward on {report.target}\n{report.to_text()}", report)
+
+
+def _concrete(*tensors: Optional[Tensor]) -> bool:
+    """Whether every shape and stride is a plain int (not a SymInt of a dynamic-shape trace)."""
+    return all(isinstance(n, int) for t in tensors if t is not None for n in (*t.shape, *t.stride()))
+
+
+def _meta_like(shape, dtype) -> Tensor:
+    return torch.empty(tuple(shape), dtype=dtype, device="meta")
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, cu_q, cu_kv, max_q, max_kv, seq_len_q, seq_len_kv, sink, *options = inputs
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_kv, seq_len_q, seq_len_kv, sink)
+    ctx.max_seqlens = (max_q, max_kv)
+    ctx.options = options
+    ctx.has_sink = sink is not None
+    ctx.set_materialize_grads(False)   # an unused output's gradient comes as None (no dlse pass for it)
+
+
+def _backward(ctx, grad_out, grad_lse):
+    """Gradients for q, k, v and sink, including what flows in through the returned lse (grad_lse: None when the
+    loss does not use it). Deterministic as asked at the forward, or (None) as torch says now."""
+    q, k, v, out, lse, cu_q, cu_kv, seq_len_q, seq_len_kv, sink = ctx.saved_tensors
+    if grad_out is None:   # only the lse output was used
+        grad_out = torch.zeros_like(out)
+    scale, causal, left, right, alignment, deterministic = ctx.options
+    dq, dk, dv, dsink = torch.ops.frost.attention_backward(
+        q, k, v, out, _dense(grad_out), lse, cu_q, cu_kv, *ctx.max_seqlens, seq_len_q, seq_len_kv, sink, scale,
+        causal, left, right, alignment, gate.resolve_deterministic(deterministic),
+        None if grad_lse is None else _dense(grad_lse))
+    return (dq, dk, dv, None, None, None, None, None, None, dsink if ctx.has_sink else None,
+            None, None, None, None, None, None)
+
+
+def _dense(t: Tensor) -> Tensor:
+    """Incoming gradients may be broadcast views (stride 0) or transposed: the backward wants the last dim dense."""
+    if t.stride(-1) != 1 or 0 in t.stride():
+        return t.contiguous()
+    return t
+
+
+attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _attention(layout: Layout, q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q,
+               seq_len_kv, sink, softmax_scale, causal, window_size, causal_alignment, return_lse, deterministic):
+    options = gate.options(softmax_scale, causal, window_size, causal_alignment, deterministic)
+    return_lse = gate.strict_bool("return_lse", return_lse)
+    names = dict(q=q, k=k, v=v, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink)
+    if layout.packed:
+        names.update(cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv)
+        max_seqlen_q, max_seqlen_kv = gate.host_int("max_seqlen_q", max_seqlen_q), \
+            gate.host_int("max_seqlen_kv", max_seqlen_kv)
+    gate.tensors(names, layout.packed)
+    out, lse = torch.ops.frost.attention_forward(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
+                                                 seq_len_q, seq_len_kv, sink, options.softmax_scale, options.causal,
+                                                 options.left, options.right, options.alignment,
+                                                 options.deterministic)
+    return (out, lse) if return_lse else out
+
+
+def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: Scale = None, causal: bool = False,
+              window_size: Window = (None, None), causal_alignment: str = "top_left",
+              seq_len_q: Optional[Tensor] = None, seq_len_kv: Optional[Tensor] = None, sink: Optional[Tensor] = None,
+              return_lse: bool = False, deterministic: Optional[bool] = None) -> Union[Tensor, tuple[Tensor, Tensor]]:
+    """Attention on (B, S, H, D) tensors with a frost backward: out (B, Sq, Hq, Dv), and lse (B, Hq, Sq) fp32 when
+    return_lse. Differentiable in q, k, v and sink (and through lse). The options mean what they mean for
+    frost.sdpa_forward; the forward checks every argument the backward will need (a FrostError names it). An empty
+    problem (B, Sq or Skv = 0) gives empty or zero outputs and gradients. The backward is bitwise deterministic with
+    deterministic=True, or with None (the default) while torch.use_deterministic_algorithms(True) is in force when
+    it runs."""
+    return _attention(DENSE, q, k, v, None, None, 0, 0, seq_len_q, seq_len_kv, sink, softmax_scale, causal,
+                      window_size, causal_alignment, return_lse, deterministic)
+
+
+def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_kv: Tensor,
+                     max_seqlen_q: int, max_seqlen_kv: int, *, softmax_scale: Scale = None, causal: bool = False,
+                     window_size: Window = (None, None), causal_alignment: str = "top_left",
+                     seqused_q: Optional[Tensor] = None, seqused_kv: Optional[Tensor] = None,
+                     sink: Optional[Tensor] = None, return_lse: bool = False,
+                     deterministic: Optional[bool] = None) -> Union[Tensor, tuple[Tensor, Tensor]]:
+    """Attention on packed sequences with a frost backward: out (Tq, Hq, Dv), and lse (Hq, Tq) fp32 when
+    return_lse. q (Tq, Hq, Dqk), k / v (Tkv, Hkv, D), cu_seqlens_* int32 (B + 1,) on q's device, max_seqlen_* host
+    ints, seqused_* int32 (B,). Every option means per sequence what it means per batch row of frost.attention."""
+    return _attention(PACKED, q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seqused_q,
+                      seqused_kv, sink, softmax_scale, causal, window_size, causal_alignment, return_lse,
+                      deterministic)
+
+
+__all__ = ["attention", "attention_varlen", "check_forward"]

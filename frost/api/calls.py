@@ -1,0 +1,108 @@
+"""One implementation of a functional call, forward or backward, dense or packed (the layout is an argument).
+
+A call is keyed by its tensors' dtypes, shapes, strides and device plus its options (and a packed call's
+max_seqlens); the first call with a key checks every tensor in the caller's terms (api.checks), builds a one-op graph
+in logical shapes and its plan; later calls reuse the plan. On a kernel engine a later call skips plan.execute's
+per-tensor checks (the key holds what they compare; only the pointers' 16-byte alignment is checked) and passes the
+caller's tensors as they are. An empty problem (no batch, no query or no key) is a graph like any other: the
+reference engine serves it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+import torch
+
+from frost import spec
+from frost.api.arguments import Options
+from frost.api.checks import check_tensors, in_caller_terms
+from frost.api.plans import build_plan, compiler_tag
+from frost.api.layout import Layout
+from frost.api.target import target_of
+from frost.errors import FrostError, TensorError
+from frost.ir import Graph, SdpaBackwardOp, SdpaForwardInputs, SdpaForwardOp, SdpaForwardOutputs, SdpaInputs, SdpaOutputs
+from frost.lowering.plan_cache import PLANS
+
+
+@dataclass(frozen=True)
+class Call:
+    """What one functional call computes: its kind, layout, input tensors by IR role, gated options, a packed
+    call's max_seqlens and a backward's resolved mode."""
+
+    kind: spec.Kind
+    layout: Layout
+    given: dict
+    options: Options
+    max_seqlens: Optional[tuple[int, int]] = None
+    deterministic: bool = False
+
+    def key(self) -> tuple:
+        """The plan-cache key: everything the plan depends on."""
+        metas = tuple((r, t.dtype, t.shape, t.stride(), t.device) for r, t in self.given.items())
+        return (self.kind, self.layout.name, self.options.mask(), self.max_seqlens, self.deterministic,
+                compiler_tag(), *metas)
+
+    def graph(self, outputs: dict) -> Graph:
+        """The call's one-op graph in logical shapes, tensors named by IR role (as the plan's fast path expects)."""
+        tensors = self.given | outputs
+        specs = {r: self.layout.tensor_spec(r, t, self.max_seqlens) for r, t in tensors.items()}
+        o = self.options
+        mask = dict(attn_scale=o.softmax_scale, causal=o.causal, alignment=o.alignment, band_left=o.left,
+                    band_right=o.right)
+        named = {r: r for r in self.given if r not in ("q", "k", "v")}
+        if self.kind == "forward":
+            op = SdpaForwardOp(name="attn", inputs=SdpaForwardInputs(q="q", k="k", v="v", **named),
+                               outputs=SdpaForwardOutputs(o="o", lse="lse"), **mask)
+        else:
+            op = SdpaBackwardOp(name="attn", inputs=SdpaInputs(q="q", k="k", v="v", **named),
+                                outputs=SdpaOutputs(dq="dq", dk="dk", dv="dv",
+                                                    dsink="dsink" if "sink" in tensors else None),
+                                deterministic=self.deterministic, **mask)
+        suffix = "_varlen" if self.layout.packed else ""
+        return Graph(name=f"sdpa_{self.kind}{suffix}", tensors=tuple(specs.values()), ops=(op,))
+
+    def checked_graph(self, outputs: dict) -> Graph:
+        """graph(), after the caller-terms checks; an IR error that still fires is renamed to the caller's
+        arguments."""
+        check_tensors(self.given, self.layout.packed)
+        try:
+            return self.graph(outputs)
+        except FrostError as exc:
+            raise in_caller_terms(exc, self.layout.packed) from exc
+
+
+def run(call: Call, make_outputs: Callable[[], dict]) -> dict:
+    """Fresh outputs (by role) filled through the call's plan. A new key's tensors are checked before anything is
+    allocated from their shapes."""
+    device = call.given["q"].device
+    key = call.key()
+    if PLANS.get(key) is None:
+        check_tensors(call.given, call.layout.packed)
+    outputs = make_outputs()
+    plan = PLANS.get_or_build(key, lambda: build_plan(call.checked_graph(outputs), target_of(device)))
+    tensors = call.given | outputs
+    try:
+        if plan.runs_seq_major:
+            plan._execute_trusted_seq_major(tensors, device)
+        else:
+            plan.execute({r: call.layout.logical(r, t) for r, t in tensors.items()})
+    except TensorError as exc:   # a pointer's alignment or a length's value
+        raise in_caller_terms(exc, call.layout.packed) from exc
+    return outputs
+
+
+def forward(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
+    """(out, lse) of a forward call."""
+    q, v = call.given["q"], call.given["v"]
+    outputs = run(call, lambda: call.layout.forward_outputs(q, v))
+    return outputs["o"], outputs["lse"]
+
+
+def backward(call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
+    """(dq, dk, dv, dsink or None) of a backward call."""
+    grads = run(call, lambda: call.layout.backward_outputs(call.given))
+    return grads["dq"], grads["dk"], grads["dv"], grads.get("dsink")
+
+
+__all__ = ["Call", "backward", "forward", "run"]

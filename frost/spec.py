@@ -1,0 +1,192 @@
+"""What an attention call takes, declared once: every tensor by role (its caller names, dtype and shape in the
+caller's dense and packed layouts, the op that reads or writes it, the feature it turns on), every option (its
+caller name, its IR attribute, its kind), the mask (causal folded into a band once) and the rules several layers
+share (GQA divisibility, the scale). Pure Python: the IR, the analyzer, the public API and the kernels' host side
+all read it, and none of them repeats it.
+
+Dims are named by letters: B (batches, or sequences of a packed call), Sq / Skv (padded sequence extents), Tq / Tkv
+(packed tokens), Hq / Hkv (heads), Dqk / Dv (head dims); "B+1" is an offsets vector's extent."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Real
+from typing import Literal, Optional
+
+IoDtype = Literal["io", "float32", "int32"]
+Kind = Literal["forward", "backward"]
+
+
+@dataclass(frozen=True)
+class TensorRole:
+    """One tensor an attention op reads or writes. ``dense`` / ``packed``: its name in a caller's dense (BSHD) or
+    packed (THD) call (None: absent from that layout); shapes are in the caller's order. ``reads`` / ``writes``: the
+    op kinds that take it as an input or give it as an output. ``side``: the token axis a packed op splits it on.
+    ``feature``: the Facts flag (and capability entry) that its presence sets."""
+
+    role: str
+    dense: Optional[str]
+    packed: Optional[str]
+    dtype: IoDtype
+    dense_shape: tuple[str, ...]
+    packed_shape: tuple[str, ...]
+    reads: tuple[Kind, ...] = ()
+    writes: tuple[Kind, ...] = ()
+    optional: bool = False
+    side: Optional[Literal["q", "kv"]] = None
+    feature: Optional[str] = None
+    meaning: str = ""
+    packed_meaning: str = ""
+
+    def meaning_in(self, packed: bool) -> str:
+        return self.packed_meaning if packed and self.packed_meaning else self.meaning
+
+    def name(self, packed: bool) -> str:
+        """The caller's name of this role in a dense or packed call."""
+        return (self.packed if packed else self.dense) or self.role
+
+    def shape(self, packed: bool) -> tuple[str, ...]:
+        return self.packed_shape if packed else self.dense_shape
+
+
+_FWD, _BWD, _BOTH = ("forward",), ("backward",), ("forward", "backward")
+
+TENSORS: tuple[TensorRole, ...] = (
+    TensorRole("q", "q", "q", "io", ("B", "Sq", "Hq", "Dqk"), ("Tq", "Hq", "Dqk"), reads=_BOTH, side="q"),
+    TensorRole("k", "k", "k", "io", ("B", "Skv", "Hkv", "Dqk"), ("Tkv", "Hkv", "Dqk"), reads=_BOTH, side="kv"),
+    TensorRole("v", "v", "v", "io", ("B", "Skv", "Hkv", "Dv"), ("Tkv", "Hkv", "Dv"), reads=_BOTH, side="kv",
+               meaning="matching k"),
+    TensorRole("o", "out", "out", "io", ("B", "Sq", "Hq", "Dv"), ("Tq", "Hq", "Dv"), reads=_BWD, writes=_FWD,
+               side="q", meaning="from q and v"),
+    TensorRole("do", "dout", "dout", "io", ("B", "Sq", "Hq", "Dv"), ("Tq", "Hq", "Dv"), reads=_BWD, side="q",
+               meaning="the shape of out"),
+    TensorRole("lse", "lse", "lse", "float32", ("B", "Hq", "Sq"), ("Hq", "Tq"), reads=_BWD, writes=_FWD, side="q",
+               packed_meaning="head-major or token-major in memory (a (Tq, Hq) buffer: pass lse.t())"),
+    TensorRole("dlse", "dlse", "dlse", "float32", ("B", "Hq", "Sq"), ("Hq", "Tq"), reads=_BWD, optional=True,
+               side="q", feature="has_dlse", meaning="the shape of lse",
+               packed_meaning="the shape of lse, either memory order"),
+    TensorRole("sink", "sink", "sink", "float32", ("Hq",), ("Hq",), reads=_BOTH, optional=True,
+               feature="has_sink", meaning="one per query head"),
+    TensorRole("seq_len_q", "seq_len_q", "seqused_q", "int32", ("B",), ("B",), reads=_BOTH, optional=True,
+               feature="has_padding_q", meaning="one length per batch entry"),
+    TensorRole("seq_len_kv", "seq_len_kv", "seqused_kv", "int32", ("B",), ("B",), reads=_BOTH, optional=True,
+               feature="has_padding_kv", meaning="one length per batch entry"),
+    TensorRole("cu_seqlens_q", None, "cu_seqlens_q", "int32", (), ("B+1",), reads=_BOTH, feature="varlen",
+               meaning="sequence b owns query tokens [cu_seqlens_q[b], cu_seqlens_q[b + 1])"),
+    TensorRole("cu_seqlens_kv", None, "cu_seqlens_kv", "int32", (), ("B+1",), reads=_BOTH, feature="varlen",
+               meaning="the shape of cu_seqlens_q (one kv sequence per query sequence)"),
+    TensorRole("dq", "dq", "dq", "io", ("B", "Sq", "Hq", "Dqk"), ("Tq", "Hq", "Dqk"), writes=_BWD, side="q"),
+    TensorRole("dk", "dk", "dk", "io", ("B", "Skv", "Hkv", "Dqk"), ("Tkv", "Hkv", "Dqk"), writes=_BWD, side="kv"),
+    TensorRole("dv", "dv", "dv", "io", ("B", "Skv", "Hkv", "Dv"), ("Tkv", "Hkv", "Dv"), writes=_BWD, side="kv"),
+    TensorRole("dsink", "dsink", "dsink", "float32", ("Hq",), ("Hq",), writes=_BWD, optional=True,
+               feature="has_sink"),
+)
+ROLES: dict[str, TensorRole] = {t.role: t for t in TENSORS}
+IO_ROLES: tuple[str, ...] = tuple(t.role for t in TENSORS if t.dtype == "io")   # (B, S, H, D) / (T, H, D) tensors
+SIDE_ROLES: tuple[str, ...] = tuple(t.role for t in TENSORS if t.dtype != "io")
+OFFSETS: tuple[str, ...] = ("cu_seqlens_q", "cu_seqlens_kv")
+
+
+def inputs(kind: Kind, packed: bool) -> tuple[TensorRole, ...]:
+    """The tensors an op of ``kind`` reads, in a dense or packed call (offsets only in a packed one)."""
+    return tuple(t for t in TENSORS if kind in t.reads and (packed or t.role not in OFFSETS))
+
+
+def outputs(kind: Kind) -> tuple[TensorRole, ...]:
+    return tuple(t for t in TENSORS if kind in t.writes)
+
+
+def caller_name(role: str, packed: bool = False) -> str:
+    """The caller's name of an IR role (o -> out, do -> dout; a packed call's seq_len_q -> seqused_q)."""
+    spec = ROLES.get(role)
+    return spec.name(packed) if spec is not None else role
+
+
+# ---- options --------------------------------------------------------------------------------------------------
+
+OptionKind = Literal["scale", "bool", "optional_bool", "alignment", "window", "host_int"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One non-tensor argument of the public calls: its caller name, the IR attribute it becomes (None: none),
+    its kind (what the argument gate accepts) and the accepted values in words."""
+
+    name: str
+    ir: Optional[str]
+    kind: OptionKind
+    accepted: str
+
+
+Alignment = Literal["top_left", "bottom_right"]
+ALIGNMENTS: tuple[str, ...] = ("top_left", "bottom_right")
+OPTIONS: tuple[Option, ...] = (
+    Option("softmax_scale", "attn_scale", "scale", "None (1/sqrt(head dim of q)) or a finite float > 0"),
+    Option("causal", "causal", "bool", "True or False"),
+    Option("window_size", None, "window", "a pair (left, right), each None or an int (negative: unbounded)"),
+    Option("causal_alignment", "alignment", "alignment", " or ".join(repr(a) for a in ALIGNMENTS)),
+    Option("deterministic", "deterministic", "optional_bool",
+           "True, False or None (follow torch.are_deterministic_algorithms_enabled())"),
+    Option("return_lse", None, "bool", "True or False"),
+    Option("max_seqlen_q", None, "host_int", "a host int >= 0, the longest sequence (it sizes the grid)"),
+    Option("max_seqlen_kv", None, "host_int", "a host int >= 0, the longest sequence (it sizes the grid)"),
+)
+OPTION: dict[str, Option] = {o.name: o for o in OPTIONS}
+# IR attribute -> how the caller spells it (the band's bounds are window_size's two entries)
+IR_NAMES: dict[str, str] = {**{o.ir: o.name for o in OPTIONS if o.ir}, "band_left": "window_size[0]",
+                            "band_right": "window_size[1]"}
+
+
+# ---- shared rules ---------------------------------------------------------------------------------------------
+
+def heads_divide(heads_q: int, heads_kv: int) -> bool:
+    """GQA / MQA: every kv head serves a whole group of query heads (query head h reads kv head h // (Hq / Hkv))."""
+    return heads_kv >= 1 and heads_q >= 1 and heads_q % heads_kv == 0
+
+
+def gqa_accepted(heads_q: int) -> str:
+    return f"a divisor of Hq = {heads_q} (query heads per kv head must be whole)"
+
+
+def valid_scale(scale: object) -> bool:
+    """None (the default 1/sqrt(Dqk)) or a finite real > 0; a bool is not a scale."""
+    if scale is None:
+        return True
+    return (isinstance(scale, Real) and not isinstance(scale, bool) and math.isfinite(scale) and scale > 0)
+
+
+def resolved_scale(scale: Optional[float], head_dim_qk: int) -> float:
+    return float(scale) if scale is not None else 1.0 / math.sqrt(head_dim_qk) if head_dim_qk else 1.0
+
+
+# ---- the mask -------------------------------------------------------------------------------------------------
+
+MaskKind = Literal["none", "causal", "band"]
+
+
+@dataclass(frozen=True)
+class Band:
+    """Keys j kept by query row i: j in [diag - left, diag + right] (None: unbounded on that side), diag = i
+    (top_left) or i + skv - sq (bottom_right). ``causal`` is folded in once, here: it bounds the right side at 0
+    unless a right bound is given (a larger one widens it)."""
+
+    left: Optional[int]
+    right: Optional[int]
+
+    @classmethod
+    def of(cls, causal: bool, left: Optional[int], right: Optional[int]) -> "Band":
+        return cls(left, 0 if causal and right is None else right)
+
+    @property
+    def kind(self) -> MaskKind:
+        if self.left is None and self.right is None:
+            return "none"
+        if self.left is None and self.right == 0:
+            return "causal"
+        return "band"
+
+
+__all__ = ["ALIGNMENTS", "Band", "IO_ROLES", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES",
+           "SIDE_ROLES", "TENSORS", "TensorRole", "caller_name", "gqa_accepted", "heads_divide", "inputs", "outputs",
+           "resolved_scale", "valid_scale"]
