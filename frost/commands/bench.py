@@ -14,7 +14,7 @@ from frost.bench.flops import PASSES
 def register(sub) -> None:
     from frost.bench.cases import SUITES
 
-    p = sub.add_parser("bench", help="benchmark the attention backward against peers (GPU)")
+    p = sub.add_parser("bench", help="benchmark attention (backward, forward or a training step) against its peers (GPU)")
     p.add_argument("--suite", choices=tuple(SUITES), default="issue7",
                    help="issue7: the shapes frost is judged on; d256-det: head dim 256 and deterministic mode "
                         "beside its default-mode twins; quick: two small cases")
