@@ -72,7 +72,8 @@ def case_shape(case: dict) -> str:
 def caption(report: Report) -> str:
     m, versions = report.meta, report.meta.get("versions", {})
     peers = ", ".join(f"{name} {versions[name]}" for name in ("torch", "flash-attn-4") if versions.get(name))
-    return (f"{m.get('pass', 'backward').capitalize()}, {m['dtype']}, one {m['device']} ({m.get('capability', '?')}), run of {m['date']}"
+    return (f"{m.get('pass', 'backward').capitalize()}, {m['dtype']}, one {m['device']} "
+            f"({m.get('capability', '?')}), run of {m['date']}"
             f"{'; ' + peers if peers else ''}. A peer's cell is its time ÷ frost's time (> 1: frost is faster); "
             f"\"-\": the peer cannot run the case.")
 
