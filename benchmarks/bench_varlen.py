@@ -3,7 +3,7 @@ on the same documents padded to a batch (B x max_len with per-batch lengths) vs 
 kernels (FLASH_ATTENTION_ARCH=sm_120 on the H200), forward and backward, and frost's dense throughput at the same
 total tokens (B x S = the packed tokens rounded to S) for reference.
 
-Documents: B = 8 lengths drawn uniformly from [256, 8192] with a fixed seed (~32k tokens), causal, d64 (Hq 64 / Hkv 8,
+Documents: B = 8 lengths drawn uniformly from [256, 8192] with a fixed seed (39,427 tokens), causal, d64 (Hq 64 / Hkv 8,
 the gpt-oss shape) and d128 (Hq = Hkv = 16), with and without a sink. TFLOP/s count the (query, key) pairs the mask
 keeps in each document (4 * H * D per pair forward, 2.5 times that backward: frost.bench.flops's convention). Times
 are the median GPU time of one call (frost.bench.timing), SM120's occupancy emulated for frost.
