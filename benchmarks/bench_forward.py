@@ -1,8 +1,9 @@
 """Forward attention side by side in one process: frost's CuTe-DSL forward (frost.kernels.forward), torch's flash
 SDPA forward and FlashAttention-4's SM120 forward (flash_attn.cute, FLASH_ATTENTION_ARCH=sm_120 on the H200: the
-same-class peer), on the issue-46 shapes. TFLOP/s = 4 * B * Hq * pairs * D (frost.bench.flops: pairs are the
-(query, key) pairs the mask keeps). Peers that cannot run a shape (a sink) are listed as declined. Times are the
-median GPU time of one forward (frost.bench.timing), with SM120's occupancy emulated for frost (arch.py).
+same-class peer), on MHA d64/d128, GQA d128 and gpt-oss shapes. TFLOP/s = 4 * B * Hq * pairs * D
+(frost.bench.flops: pairs are the (query, key) pairs the mask keeps). Peers that cannot run a shape (a sink) are
+listed as declined. Times are the median GPU time of one forward (frost.bench.timing), with SM120's occupancy
+emulated for frost (arch.py).
 
     python3 benchmarks/bench_forward.py [--iters 30] [--shapes all|quick] [--variants [--rounds 2]]
 

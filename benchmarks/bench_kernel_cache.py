@@ -1,6 +1,6 @@
 """Cold compile of a CuTe kernel set vs loading it from frost's disk cache, each in a fresh process (GPU machine).
 
-Issue 7's targets: cold compile <= 10 s, from the disk cache <= 0.5 s. Each child reports, each timed alone and in
+The targets: cold compile <= 10 s, from the disk cache <= 0.5 s. Each child reports, each timed alone and in
 this order: importing torch and cutlass, creating the CUDA context, importing frost, frost.compile (which compiles
 or loads the kernels, and probes the graph or reads its probe report from the disk cache), and the first execute
 (with synchronisation).

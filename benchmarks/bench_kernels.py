@@ -1,7 +1,7 @@
 """Backward TFLOP/s of frost's kernels vs torch SDPA's flash backend (FA2), same process, same inputs.
 
     python3 benchmarks/bench_kernels.py [--dtype bfloat16] [--iters 20] [--variants d64_n64m64,...]
-    python3 benchmarks/bench_kernels.py --features     # issue-6 features: GQA, sink, sliding window, deterministic
+    python3 benchmarks/bench_kernels.py --features     # the features: GQA, sink, sliding window, deterministic
     python3 benchmarks/bench_kernels.py --narrow-v     # 192/128 head dims: narrow V tiles vs V padded to 192
     python3 benchmarks/bench_kernels.py --deterministic 32,48,64,96,128,160  # deterministic / default mode per D
 
@@ -154,7 +154,7 @@ def bench_narrow_v(dtype, iters):
 
 
 def bench_features(dtype, iters):
-    """The issue-6 benchmark set: gpt-oss shape with/without sink, 128-token window + sink, deterministic; GQA
+    """The feature benchmarks: gpt-oss shape with/without sink, 128-token window + sink, deterministic; GQA
     2,32,8,4096,128 vs torch flash (enable_gqa)."""
     print(f"{'case':>44} | {'ms':>8} | vs")
     gpt = GqaCase(2, 64, 8, 4096, 64, dtype)
@@ -217,7 +217,8 @@ def main():
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--variants", default="", help="comma-separated names from bench_variants.VARIANTS")
-    ap.add_argument("--features", action="store_true", help="the issue-6 feature benchmarks only")
+    ap.add_argument("--features", action="store_true",
+                    help="the feature benchmarks only (GQA, sink, window, deterministic)")
     ap.add_argument("--narrow-v", action="store_true", help="192/128 head dims: narrow vs padded V tiles only")
     ap.add_argument("--head-dims", default="64,128", help="comma-separated head dims (Q/K = V) to time against FA2")
     ap.add_argument("--deterministic", default="", help="comma-separated head dims: deterministic / default only")

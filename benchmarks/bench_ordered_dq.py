@@ -1,7 +1,7 @@
 """Ordered vs atomic dQ on bands: the measurements behind frost.kernels.backward.catalogue.ORDERED_BAND.
 
     python3 benchmarks/bench_ordered_dq.py [--head-dims 32,48,64,80,96,128,160,256] [--widths 64,128,256]
-    python3 benchmarks/bench_ordered_dq.py --issue-shapes      # gpt-oss and GQA d128 shapes, L up to 2048
+    python3 benchmarks/bench_ordered_dq.py --gqa-shapes        # gpt-oss and GQA d128 shapes, L up to 2048
 
 Per head dim, the same backward (bf16, sink, causal with a left band L) twice in one process: with dQ added
 atomically (catalogue.ORDERED_BAND emptied, the default mode's path for wide bands) and in KV-tile order (every width
@@ -49,7 +49,7 @@ def per_head_dim(head_dims, widths, iters):
         print(f"d{d}: " + "  ".join(cells), flush=True)
 
 
-def issue_shapes(iters):
+def gqa_shapes(iters):
     bands = ((0, 0), (64, 0), (128, 0), (256, 0), (512, 0), (1024, 0), (2048, 0), (128, 128), (256, 256))
     for b, hq, hkv, s, d in ((2, 64, 8, 4096, 64), (2, 32, 8, 4096, 128), (1, 32, 8, 16384, 128)):
         case = GqaCase(b, hq, hkv, s, d, torch.bfloat16)
@@ -64,12 +64,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--head-dims", default="32,48,64,80,96,128,160,256")
     ap.add_argument("--widths", default="64,128,256")
-    ap.add_argument("--issue-shapes", action="store_true")
+    ap.add_argument("--gqa-shapes", action="store_true", help="gpt-oss and GQA d128 shapes, L up to 2048")
     ap.add_argument("--iters", type=int, default=10)
     a = ap.parse_args()
     print(f"device: {torch.cuda.get_device_name()}  served ORDERED_BAND: {launch.ORDERED_BAND}")
-    if a.issue_shapes:
-        issue_shapes(a.iters)
+    if a.gqa_shapes:
+        gqa_shapes(a.iters)
     else:
         per_head_dim([int(x) for x in a.head_dims.split(",")], [int(x) for x in a.widths.split(",")], a.iters)
 

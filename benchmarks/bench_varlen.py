@@ -1,9 +1,9 @@
-"""Packed (varlen) attention side by side in one process (issue 47): frost's packed kernels vs frost's dense kernels
+"""Packed (varlen) attention side by side in one process: frost's packed kernels vs frost's dense kernels
 on the same documents padded to a batch (B x max_len with per-batch lengths) vs FlashAttention-4's SM120 varlen
 kernels (FLASH_ATTENTION_ARCH=sm_120 on the H200), forward and backward, and frost's dense throughput at the same
 total tokens (B x S = the packed tokens rounded to S) for reference.
 
-Documents: B = 8 lengths drawn uniformly from [256, 8192] with a fixed seed (~32k tokens), causal, d64 (Hq 64 / Hkv 8,
+Documents: B = 8 lengths drawn uniformly from [256, 8192] with a fixed seed (39,427 tokens), causal, d64 (Hq 64 / Hkv 8,
 the gpt-oss shape) and d128 (Hq = Hkv = 16), with and without a sink. TFLOP/s count the (query, key) pairs the mask
 keeps in each document (4 * H * D per pair forward, 2.5 times that backward: frost.bench.flops's convention). Times
 are the median GPU time of one call (frost.bench.timing), SM120's occupancy emulated for frost.
@@ -188,7 +188,7 @@ def run_config(cfg: Config, lens: list[int], iters: int) -> Row:
 
 
 def ratios(row: Row, which: str) -> dict:
-    """The issue's three measures for one pass (None where a side did not run): packed TFLOP/s over dense TFLOP/s
+    """The three measures for one pass (None where a side did not run): packed TFLOP/s over dense TFLOP/s
     at the same tokens (target >= 0.95), the padded batch's time over packed (>= 1/0.6), FA4's time over packed
     (>= 1.1); and why FA4 did not run, if it did not."""
     ms, tf, p = row.ms, row.tflops, f"frost_packed/{which}"

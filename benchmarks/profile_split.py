@@ -1,4 +1,5 @@
-"""Where a backward's GPU time goes, kernel by kernel (torch.profiler), for the issue-6 gpt-oss cases.
+"""Where a backward's GPU time goes, kernel by kernel (torch.profiler), for the gpt-oss cases
+(causal + sink, and 128-token window + sink).
 
 The window + sink target is relative to the causal run, and the window's main kernel is short, so the fixed costs
 of the preprocess (delta, dQ accumulator zeroing) and the dQ conversion matter there; this prints each kernel's

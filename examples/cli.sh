@@ -6,6 +6,6 @@ frost support-matrix                                        # what each engine s
 frost --version                                             # the installed version
 frost schema                                                # the graph JSON schema
 frost cache                                                 # the on-disk kernel and report cache (--prune, --clear)
-frost bench --suite issue7 --ceiling --out docs/bench       # GPU only: frost against its peers, in one process
-frost bench --suite issue7 --pass forward --out docs/bench  # GPU only: the forward (--pass step: forward + backward)
-frost bench --suite d256-det --out docs/bench              # GPU only: head dim 256, and deterministic / default mode
+frost bench --suite standard --ceiling --out docs/bench      # GPU only: frost against its peers, in one process
+frost bench --suite standard --pass forward --out docs/bench # GPU only: the forward (--pass step: forward + backward)
+frost bench --suite d256-det --out docs/bench                # GPU only: head dim 256, and deterministic / default mode

@@ -1,2 +1,3 @@
-pip install -e ".[test]" && python3 -m pytest -q    # what CI (.ci/run) runs; tests marked `gpu` skip without a GPU
-python3 -m pytest -q -m gpu                         # on a CUDA machine: the GPU tests
+pip install -e ".[test]" && python3 -m pytest -q    # every CPU test and the compile gate: what CI (.ci/run) runs
+python3 -m pytest -q -m "not compile_gate"          # without the compile gate: about a minute on 2 cores
+python3 -m pytest -q -m gpu                         # on a machine with a CUDA GPU: the GPU tests

@@ -21,7 +21,7 @@ EXIT_INTERRUPTED = 130
 def build_parser() -> argparse.ArgumentParser:
     from frost import __version__
 
-    parser = argparse.ArgumentParser(prog="frost", description="attention backward for SM120-class GPUs")
+    parser = argparse.ArgumentParser(prog="frost", description="attention (SDPA) forward and backward for training on SM120-class NVIDIA GPUs")
     parser.add_argument("--version", action="version", version=f"frost {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:

@@ -17,7 +17,7 @@ def _has_cuda() -> bool:
 def pytest_collection_modifyitems(config, items):
     if _has_cuda():
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (run on the device machine: pytest -m gpu)")
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (on a machine with one: pytest -m gpu)")
     for item in items:
         if item.get_closest_marker("gpu") is not None:
             item.add_marker(skip)

@@ -1,5 +1,6 @@
-"""Benchmark cases as data (a new case is a new row, not a new branch): the shapes issue 7 judges frost on, and the
-rows where a peer led frost's backward (head dim 256, deterministic mode) with their default-mode twins."""
+"""Benchmark cases as data (a new case is a new row, not a new branch): the standard suite of training shapes (MHA
+and GQA at head dims 64-256, gpt-oss with its sink and 128-token window, long and short sequences), and the rows
+where a peer led frost's backward (head dim 256, deterministic mode) with their default-mode twins."""
 
 from __future__ import annotations
 
@@ -47,11 +48,11 @@ class Case:
 
 def case(name: str, b: int, hq: int, s: int, d: int, *, hkv: int | None = None, causal: bool = False,
          window: int | None = None, sink: bool = False) -> Case:
-    """A self-attention case (Sq = Skv, Dqk = Dv), the only kind issue 7 measures."""
+    """A self-attention case (Sq = Skv, Dqk = Dv), the only kind the suites measure."""
     return Case(name, b, hq, hkv or hq, s, s, d, d, causal, window, sink)
 
 
-ISSUE7 = (
+STANDARD = (
     case("mha-d64", 4, 16, 4096, 64),
     case("mha-d64-causal", 4, 16, 4096, 64, causal=True),
     case("mha-d128", 4, 16, 4096, 128),
@@ -72,17 +73,17 @@ def deterministic_twin(c: Case) -> Case:
     return replace(c, name=c.name + "-det", deterministic=True)
 
 
-def _issue7(name: str) -> Case:
-    return next(c for c in ISSUE7 if c.name == name)
+def _standard(name: str) -> Case:
+    return next(c for c in STANDARD if c.name == name)
 
 
 # Head dim 256 without and with a causal mask, and the shapes whose deterministic mode is judged against their
 # default mode (each default row right before its deterministic twin).
 D256_DET = (
     case("d256", 2, 16, 4096, 256),
-    _issue7("d256-causal"),
+    _standard("d256-causal"),
     *(row for name in ("gptoss-causal", "gqa32/8-d128-causal", "gptoss-swa128-sink")
-      for row in (_issue7(name), deterministic_twin(_issue7(name)))),
+      for row in (_standard(name), deterministic_twin(_standard(name)))),
 )
 
 QUICK = (
@@ -90,7 +91,7 @@ QUICK = (
     case("quick-gptoss-swa128-sink", 1, 16, 1024, 64, hkv=2, causal=True, window=128, sink=True),
 )
 
-SUITES: dict[str, tuple[Case, ...]] = {"issue7": ISSUE7, "d256-det": D256_DET, "quick": QUICK, "none": ()}
+SUITES: dict[str, tuple[Case, ...]] = {"standard": STANDARD, "d256-det": D256_DET, "quick": QUICK, "none": ()}
 
 
 def select(suite: str, only: str | None = None) -> tuple[Case, ...]:

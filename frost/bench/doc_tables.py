@@ -1,5 +1,5 @@
 """Markdown speed tables for README.md and docs/performance.md, generated from saved `frost bench` JSON files (the
-backward, the forward and the training step of the issue-7 suite).
+backward, the forward and the training step of the standard suite).
 
 The docs quote the runs in docs/bench/ through these tables only, so a number in the docs is a number of that run,
 and tests/docs checks that each file's table equals a fresh generation. Light on import (no torch).
@@ -19,9 +19,9 @@ from typing import Callable
 from frost.bench.report import Report, Result, ceiling_tflops, ratio
 from frost.errors import FrostError
 
-BENCH_JSON = "docs/bench/bench_issue7_bf16.json"
-FORWARD_JSON = "docs/bench/bench_issue7_bf16_forward.json"
-STEP_JSON = "docs/bench/bench_issue7_bf16_step.json"
+BENCH_JSON = "docs/bench/bench_standard_bf16.json"
+FORWARD_JSON = "docs/bench/bench_standard_bf16_forward.json"
+STEP_JSON = "docs/bench/bench_standard_bf16_step.json"
 # backend name in the JSON -> column label; the same-class peers (built for SM120-class parts) first
 PEER_LABELS = {"torch-flash": "FA2 (torch flash)", "fa4": "FA4 (SM120 kernels)",
                "torch-cudnn": "cuDNN (sm_90 kernels)", "torch-efficient": "torch mem-efficient"}
@@ -72,7 +72,8 @@ def case_shape(case: dict) -> str:
 def caption(report: Report) -> str:
     m, versions = report.meta, report.meta.get("versions", {})
     peers = ", ".join(f"{name} {versions[name]}" for name in ("torch", "flash-attn-4") if versions.get(name))
-    return (f"{m.get('pass', 'backward').capitalize()}, {m['dtype']}, one {m['device']} ({m.get('capability', '?')}), run of {m['date']}"
+    return (f"{m.get('pass', 'backward').capitalize()}, {m['dtype']}, one {m['device']} "
+            f"({m.get('capability', '?')}), run of {m['date']}"
             f"{'; ' + peers if peers else ''}. A peer's cell is its time ÷ frost's time (> 1: frost is faster); "
             f"\"-\": the peer cannot run the case.")
 

@@ -1,7 +1,7 @@
 """The mma.sync ceiling: a CuTe-DSL kernel that issues only HMMA m16n8k16 (fp32 accumulation) from registers.
 
 frost's backward kernels are built on mma.sync (the SM120 class has no wgmma/tcgen05), so the throughput this kernel
-reaches on a device is the roof their TFLOP/s is judged against (issue 7). Each CTA has 4 warps; each warp owns
+reaches on a device is the roof their TFLOP/s is judged against. Each CTA has 4 warps; each warp owns
 N_ACC accumulators of 16x64 (8 independent m16n8k16 atoms each), so every warp keeps 8*N_ACC HMMA chains in flight
 and the tensor pipe never waits on latency. A and B are initialised in registers from a runtime seed (nothing is
 loaded, nothing is constant-folded), and the accumulators are summed and stored at the end so none is dead code.

@@ -1,6 +1,7 @@
-"""`frost bench`: frost's attention backward (or, with --pass, its forward or a whole step) vs its peers (torch SDPA flash/cudnn/efficient, FA4's SM120 kernels),
-in one process on the same tensors; prints a table and writes JSON + PNG under --out. `--ceiling` adds the
-mma.sync throughput microbenchmark; `--render FILE.json` redraws the table and chart of a saved run (no GPU)."""
+"""`frost bench`: frost's attention backward (or, with --pass, its forward or a whole training step) against its
+peers (torch SDPA flash/cudnn/efficient, FA4's SM120 kernels), in one process on the same tensors; prints a table
+and writes JSON + PNG under --out. `--ceiling` adds the mma.sync throughput microbenchmark; `--render FILE.json`
+redraws the table and chart of a saved run (no GPU)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from frost.bench.flops import PASSES
 def register(sub) -> None:
     from frost.bench.cases import SUITES
 
-    p = sub.add_parser("bench", help="benchmark the attention backward against peers (GPU)")
-    p.add_argument("--suite", choices=tuple(SUITES), default="issue7",
-                   help="issue7: the shapes frost is judged on; d256-det: head dim 256 and deterministic mode "
-                        "beside its default-mode twins; quick: two small cases")
+    p = sub.add_parser("bench", help="benchmark attention (backward, forward or a training step) against its "
+                       "peers (GPU)")
+    p.add_argument("--suite", choices=tuple(SUITES), default="standard",
+                   help="standard: training shapes (MHA, GQA, gpt-oss with sink and window, head dims 64-256, "
+                        "S 1k-16k); d256-det: head dim 256 and deterministic mode beside its default-mode twins; "
+                        "quick: two small cases")
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     p.add_argument("--pass", dest="which", choices=PASSES, default="backward",
                    help="what is timed: the backward (default), the forward, or a training step (forward + backward)")

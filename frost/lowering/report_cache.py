@@ -1,9 +1,9 @@
 """Probe reports on disk: a process compiling a graph that an earlier process compiled (same frost code, same
 target) reads the report back instead of analysing the graph again.
 
-The analysis takes milliseconds, but it builds a networkx graph, and importing networkx (0.17-0.25 s on the
-development machine) was most of what ``frost.compile`` cost in a new process whose kernels came from the disk cache
-(issue 7: <= 0.5 s from the disk cache). Entries use the kernel cache's format and switch (FROST_DISK_CACHE;
+The analysis takes milliseconds, but it builds a networkx graph, and importing networkx (0.17-0.25 s) would be most
+of what ``frost.compile`` costs in a new process whose kernels come from the disk cache (0.10-0.15 s with this
+cache: docs/performance.md). Entries use the kernel cache's format and switch (FROST_DISK_CACHE;
 checksummed, atomic: a bad one is logged, removed and the graph probed again) under ``<cache root>/reports``, in a
 group named by frost's version and a digest of the sources of the analyzer, the IR and frost.errors and of the
 pydantic version: a changed capability table, rule or fact never reads a report written by other code, and

@@ -4,7 +4,7 @@ import pytest
 
 from frost.bench import backends
 from frost.bench.backends.fa4 import Fa4Backend
-from frost.bench.cases import D256_DET, ISSUE7, case, deterministic_twin
+from frost.bench.cases import D256_DET, STANDARD, case, deterministic_twin
 
 SINK = case("sink", 1, 8, 64, 64, hkv=2, causal=True, sink=True)
 WINDOW = case("swa", 1, 8, 64, 64, causal=True, window=16)
@@ -17,8 +17,8 @@ def by_name():
     return {b.name: b for b in backends.all_backends()}
 
 
-def test_frost_applies_to_every_issue7_and_d256_det_case():
-    assert all(by_name()["frost"].applies(c) for c in ISSUE7 + D256_DET)
+def test_frost_applies_to_every_standard_and_d256_det_case():
+    assert all(by_name()["frost"].applies(c) for c in STANDARD + D256_DET)
 
 
 def test_only_torch_flash_times_a_deterministic_torch_backward():

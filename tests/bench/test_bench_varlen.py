@@ -1,5 +1,5 @@
-"""benchmarks/bench_varlen.py's host side (its GPU runs are the issue's benchmark): the documents, the FLOP count
-on the real pairs, and the three ratios its table reports, from made-up timings."""
+"""benchmarks/bench_varlen.py's host side (its GPU runs are the packed-sequence benchmark): the documents, the FLOP
+count on the real pairs, and the three ratios its table reports, from made-up timings."""
 
 import importlib.util
 import sys

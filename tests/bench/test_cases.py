@@ -1,16 +1,16 @@
-"""The suites hold exactly the shapes issue 7 judges frost on, and the head-dim-256 and deterministic rows."""
+"""The standard suite holds exactly its training shapes, and d256-det the head-dim-256 and deterministic rows."""
 
 import pytest
 
-from frost.bench.cases import D256_DET, ISSUE7, QUICK, Case, case, deterministic_twin, select
+from frost.bench.cases import D256_DET, STANDARD, QUICK, Case, case, deterministic_twin, select
 
 
 def shape(c):
     return (c.batch, c.heads_q, c.heads_kv, c.seq_q, c.head_dim, c.causal, c.window, c.sink)
 
 
-def test_issue7_shapes():
-    assert {shape(c) for c in ISSUE7} == {
+def test_standard_shapes():
+    assert {shape(c) for c in STANDARD} == {
         (4, 16, 16, 4096, 64, False, None, False), (4, 16, 16, 4096, 64, True, None, False),
         (4, 16, 16, 4096, 128, False, None, False), (4, 16, 16, 4096, 128, True, None, False),
         (2, 32, 8, 4096, 128, True, None, False),
@@ -18,7 +18,7 @@ def test_issue7_shapes():
         (2, 64, 8, 4096, 64, True, 128, True),
         (2, 16, 16, 4096, 192, True, None, False), (2, 16, 16, 4096, 256, True, None, False),
         (1, 16, 16, 16384, 128, True, None, False), (16, 16, 16, 1024, 64, False, None, False)}
-    assert len({c.name for c in ISSUE7}) == len(ISSUE7)
+    assert len({c.name for c in STANDARD}) == len(STANDARD)
 
 
 def test_d256_det_holds_d256_both_masks_and_each_deterministic_row_after_its_default_twin():
@@ -31,9 +31,9 @@ def test_d256_det_holds_d256_both_masks_and_each_deterministic_row_after_its_def
                                                 "gptoss-swa128-sink-det"]
     for i in dets:
         default = D256_DET[i - 1]
-        assert not default.deterministic and default in ISSUE7
+        assert not default.deterministic and default in STANDARD
         assert deterministic_twin(default) == D256_DET[i]
-    assert not any(c.deterministic for c in ISSUE7)
+    assert not any(c.deterministic for c in STANDARD)
 
 
 def test_quick_is_two_small_cases():
@@ -55,6 +55,18 @@ def test_invalid_cases_raise():
 
 
 def test_select_filters_by_name_words():
-    names = [c.name for c in select("issue7", "gptoss,s1k")]
+    names = [c.name for c in select("standard", "gptoss,s1k")]
     assert names == ["gptoss-causal", "gptoss-causal-sink", "gptoss-swa128-sink", "s1k-d64"]
     assert select("none") == ()
+
+
+def test_frost_bench_defaults_to_the_standard_suite_and_refuses_an_unknown_one(capsys):
+    """An unknown suite, the standard suite's former name among them, is refused with the accepted names (exit 2),
+    never run as something else."""
+    from frost.cli import build_parser
+
+    assert build_parser().parse_args(["bench"]).suite == "standard"
+    with pytest.raises(SystemExit) as stop:
+        build_parser().parse_args(["bench", "--suite", "issue7"])
+    assert stop.value.code == 2
+    assert "'standard'" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """FlashAttention-4's CuTe kernels (`flash_attn.cute`, flash-attn-4). The backward times only its backward function;
 the forward and the step time `flash_attn_func` (without and with autograd).
 
-The SM120 kernels are selected with FLASH_ATTENTION_ARCH=sm_120 (the same-class peer issue 7 names; on an H200
+The SM120 kernels are selected with FLASH_ATTENTION_ARCH=sm_120 (frost's same-class peer; on an H200
 they compile for the device's sm_90a), and FA4 needs FLASH_ATTENTION_NUM_SMS on a cross-arch selection. Both are
 set here unless the caller set them, before FA4's first call (it caches the arch). The function timed is
 `flash_attn.cute.interface._flash_attn_bwd` (what FlashAttnFunc.backward calls): preprocess + main + postprocess,

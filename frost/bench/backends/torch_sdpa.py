@@ -1,9 +1,9 @@
 """torch SDPA with one backend forced (FLASH = FA2, CUDNN, EFFICIENT = CUTLASS mem-efficient).
 
 Backward: the forward runs once per input set with requires_grad; the timed part is only
-torch.autograd.grad(out, (q, k, v), dout, retain_graph=True). Forward: the forward without autograd. Step: both. Inputs are the shared BSHD tensors seen as BHSD views
-(no copies), GQA through enable_gqa=True. When torch refuses a forced backend it only says "No available kernel";
-its warnings say why, so they are kept as the reason.
+torch.autograd.grad(out, (q, k, v), dout, retain_graph=True). Forward: the forward without autograd. Step: both.
+Inputs are the shared BSHD tensors seen as BHSD views (no copies), GQA through enable_gqa=True. When torch refuses
+a forced backend it only says "No available kernel"; its warnings say why, so they are kept as the reason.
 
 A deterministic case runs under torch.use_deterministic_algorithms(True), which switches torch's flash backward to
 FA2's deterministic dQ; the cuDNN backward ignores that switch (it only warns) and the mem-efficient one's

@@ -104,7 +104,7 @@ class BwdMainLagKernel(BwdMainKernel):
             self._lag_gemms(ld, mm, mask, acc, walk, it, scale_log2)
         if cutlass.const_expr(self.ordered and self.tile.release_late):
             self._release_done(ld, walk, it)
-        if it > 0:  # the step before's dQ, after this step's GEMMs (tuning_history.md: the other places measured)
+        if it > 0:  # the step before's dQ, after this step's GEMMs
             head_prev, m_prev = self._walk_pos(walk, it - 1)
             self._before_ds_reads(walk, it - 1)
             self._dq_step(mm, ld, mask, walk, it - 1, head_prev, m_prev, mm.sdS[None, None, None, 1 - it % 2])

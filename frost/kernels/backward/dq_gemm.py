@@ -3,7 +3,7 @@
 In deterministic mode the relay (ordering.dq_order_wait) makes the KV tiles visiting a query tile add their dQ
 one after the other, paying its acquires and releases. The grid kernel (d192, d256) and the rows kernel at d160
 have 64-key tiles, so their dQ adds are twice as many per score as a 128-key tile's, in the default mode too.
-docs/archive/tuning_history.md has what both cost. A set compiled with KernelKey.dq_gemm runs
+docs/performance.md has what both cost. A set compiled with KernelKey.dq_gemm runs
 instead (catalogue.DQ_GEMM_TILES; deterministic mode at d96/d128, both modes at d160/d192/d256):
 - the main kernel (bwd_main_ds) without its dQ GEMM and adds: each step stores its dS tile (the io-dtype values
   the dQ GEMM would have read) into a workspace (ds_workspace: dS^T from the rows kernel, dS from the grid

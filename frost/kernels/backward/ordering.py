@@ -100,7 +100,7 @@ def q_tile_of_block(block, grid_z: Int32, flags: Int32):
 # of the atomic kernel makes ptxas spill at d64). The release comes before the step's own wait, so no release waits on
 # anything. The lagged steps release a step two trips later (bwd_main_lag: after the top barrier); bwd_main_pipe,
 # which has no barrier, puts every thread's adds before the release through an mbarrier, releases after the trip's
-# GEMMs, and lets the warps take turns releasing. docs/archive/tuning_history.md keeps what each choice measured.
+# GEMMs, and lets the warps take turns releasing. docs/performance.md lists the alternatives measured.
 # No deadlock: a CTA only waits on lower KV tiles of its own (batch, kv head), and block_order deals those out
 # before it, so they are running or done. Short waits: every KV tile walks from the last query tile downwards, a
 # tile at a time with all heads of the group inner, so the visitors of a query tile reach it in lockstep (a KV
