@@ -77,10 +77,12 @@ def run(call: Call, make_outputs: Callable[[], dict]) -> dict:
     allocated from their shapes."""
     device = call.given["q"].device
     key = call.key()
-    if PLANS.get(key) is None:
+    plan = PLANS.get(key)
+    if plan is None:
         check_tensors(call.given, call.layout.packed)
     outputs = make_outputs()
-    plan = PLANS.get_or_build(key, lambda: build_plan(call.checked_graph(outputs), target_of(device)))
+    if plan is None:
+        plan = PLANS.get_or_build(key, lambda: build_plan(call.checked_graph(outputs), target_of(device)))
     tensors = call.given | outputs
     try:
         if plan.runs_seq_major:
