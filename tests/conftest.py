@@ -3,7 +3,12 @@ directory."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))   # tests/helpers: the helpers every test folder shares
 
 
 def _has_cuda() -> bool:
