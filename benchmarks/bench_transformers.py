@@ -16,11 +16,18 @@ Per sequence length S (batch 1), for "eager" and "frost":
 Eager materialises (64, S, S) scores, so it is not run above --skip-eager-above (marked "not run"), and an
 out-of-memory failure is reported as "OOM".
 
+--packed measures padding-free training instead: per S, documents of random lengths (--doc-lens, seeded) that
+hold S tokens in all, one forward + backward of the slice on them right-padded into a batch (eager and frost) and
+flattened into one row by transformers' DataCollatorWithFlattening (frost: position_ids restarting per document
+and the cu_seq_lens_* / max_length_* kwargs; eager would attend across documents there). Reported: document
+tokens per second (padding not counted) and the peak memory of one step.
+
     python3 benchmarks/bench_transformers.py                       # H200: S = 1024, 4096, 16384
+    python3 benchmarks/bench_transformers.py --packed              # padded vs packed at the same S
     python3 benchmarks/bench_transformers.py --device cpu --tiny --out /tmp/slice.md   # a smoke run
 
-Writes a markdown table to --out, and the raw numbers (.json) and a plot of time and peak memory vs S (.png,
-matplotlib) beside it."""
+Writes a markdown table to --out, and the raw numbers (.json) and (without --packed) a plot of time and peak
+memory vs S (.png, matplotlib) beside it."""
 
 from __future__ import annotations
 
@@ -38,12 +45,13 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
-from transformers import GptOssConfig, GptOssForCausalLM  # noqa: E402
+from transformers import DataCollatorWithFlattening, GptOssConfig, GptOssForCausalLM  # noqa: E402
 from transformers.models.gpt_oss.modeling_gpt_oss import eager_attention_forward  # noqa: E402
 
 import frost.integrations.transformers as frost_hf  # noqa: E402
 
 IMPLS = ("eager", "frost")
+PACKED_RUNS = (("eager", "padded"), ("frost", "padded"), ("frost", "packed"))   # (impl, layout) with --packed
 LAYER_TYPES = ("sliding_attention", "full_attention")
 SHAPES = {
     "slice": dict(hidden_size=2880, intermediate_size=2880, num_attention_heads=64, num_key_value_heads=8,
@@ -71,9 +79,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--dtype", choices=("bfloat16", "float32"), default=None,
                    help="default: bfloat16 on CUDA, float32 on CPU")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", type=Path, default=Path("docs/bench/transformers_gpt_oss_slice.md"),
-                   help="markdown table; the .json and .png are written beside it")
+    p.add_argument("--packed", action="store_true", help="padded vs packed (padding-free) batches of documents")
+    p.add_argument("--doc-lens", default=None, help="with --packed: min,max document length (default S/16,S/2)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="markdown table; the .json and .png are written beside it (default "
+                        "docs/bench/transformers_gpt_oss_slice.md, with --packed ..._packed.md)")
     args = p.parse_args(argv)
+    args.out = args.out or Path(f"docs/bench/transformers_gpt_oss_{'packed' if args.packed else 'slice'}.md")
+    args.doc_lens = tuple(int(n) for n in args.doc_lens.split(",")) if args.doc_lens else None
     args.seqs = [int(s) for s in (args.seqs or ("32,64" if args.tiny else "1024,4096,16384")).split(",")]
     args.iters = args.iters or (2 if args.tiny else 10)
     args.warmup = args.warmup if args.warmup is not None else (1 if args.tiny else 2)
@@ -208,6 +221,81 @@ def attention_step(model, layer: int, impl: str, seq_len: int, args):
     return step
 
 
+def document_lengths(total: int, low: int, high: int, seed: int) -> list[int]:
+    """Random lengths in [low, high] (seeded) that sum to exactly `total`; the last one is what remains (at least 1,
+    at most high)."""
+    if not 1 <= low <= high:
+        raise ValueError(f"document lengths: need 1 <= min <= max, got {low}, {high}")
+    g = torch.Generator().manual_seed(seed)
+    lengths = []
+    while total - sum(lengths) > high:
+        lengths.append(int(torch.randint(low, high + 1, (1,), generator=g)))
+    rest = total - sum(lengths)
+    if rest:
+        lengths.append(rest)
+    return lengths
+
+
+def layout_inputs(docs: list[list[int]], layout: str) -> dict:
+    """The documents as model inputs: "padded" (one per row, right-padded, labels -100 on the padding) or "packed"
+    (DataCollatorWithFlattening with return_flash_attn_kwargs=True: one row, position_ids restarting per
+    document, labels -100 on each document's first token). Both predict the same tokens."""
+    if layout == "packed":
+        return DataCollatorWithFlattening(return_flash_attn_kwargs=True)([{"input_ids": d} for d in docs])
+    width = max(len(d) for d in docs)
+    ids = torch.zeros(len(docs), width, dtype=torch.long)
+    mask = torch.zeros(len(docs), width, dtype=torch.long)
+    for b, d in enumerate(docs):
+        ids[b, :len(d)], mask[b, :len(d)] = torch.tensor(d), 1
+    return {"input_ids": ids, "attention_mask": mask, "labels": ids.masked_fill(mask == 0, -100)}
+
+
+def documents_for(seq_len: int, args, vocab: int) -> list[list[int]]:
+    low, high = args.doc_lens or (max(1, seq_len // 16), max(1, seq_len // 2))
+    lengths = document_lengths(seq_len, low, high, args.seed + seq_len)
+    g = torch.Generator().manual_seed(args.seed + seq_len + 1)
+    return [torch.randint(0, vocab, (n,), generator=g).tolist() for n in lengths]
+
+
+def layout_step(model, impl: str, inputs: dict, args):
+    """One forward + backward of the model's mean token cross-entropy on `inputs` through `impl`."""
+    inputs = {k: v.to(args.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    model.set_attn_implementation(impl)
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        model(**inputs).loss.backward()
+    return step
+
+
+def run_packed(args) -> dict:
+    """Every --packed measurement: {"meta": ..., "rows": [{"seq_len", "impl", "layout", "documents",
+    "batch_shape", "step", "tokens_per_s"}]}; tokens are the documents' (S per step), padding not counted."""
+    frost_hf.register()
+    model = build_slice(args)
+    rows = []
+    for seq_len in args.seqs:
+        docs = documents_for(seq_len, args, model.config.vocab_size)
+        for impl, layout in PACKED_RUNS:
+            inputs = layout_inputs(docs, layout)
+            row = {"seq_len": seq_len, "impl": impl, "layout": layout, "documents": len(docs),
+                   "batch_shape": list(inputs["input_ids"].shape)}
+            if impl == "eager" and args.skip_eager_above and seq_len > args.skip_eager_above:
+                row["step"] = {"status": NOT_RUN, "reason": f"S > --skip-eager-above {args.skip_eager_above}"}
+            else:
+                row["step"] = measure(lambda: layout_step(model, impl, inputs, args), args)
+            row["tokens_per_s"] = tokens_per_s(seq_len, row["step"])
+            rows.append(row)
+            print(f"S={seq_len:6d} {impl:>5} {layout:>6}: {_ms(row['step'])} ms, {_tok_s(row)} tok/s, "
+                  f"peak {_gb(row['step'])} GB", flush=True)
+    return {"meta": describe(args, model) | {"mode": "packed", "doc_lens": args.doc_lens}, "rows": rows}
+
+
+def tokens_per_s(tokens: int, measured: dict) -> float | None:
+    """Document tokens per second of one measured step, None when it did not run."""
+    return tokens / (measured["ms"] / 1e3) if measured["status"] == "ok" else None
+
+
 def run(args) -> dict:
     """Every measurement: {"meta": ..., "rows": [{"seq_len", "impl", "slice", "attention": {layer type: ...}}]}."""
     frost_hf.register()
@@ -274,6 +362,46 @@ def _speedup(eager: dict, frost: dict) -> str:
     if eager["status"] != "ok" or frost["status"] != "ok":
         return "-"
     return f"{eager['ms'] / frost['ms']:.2f}x"
+
+
+def _tok_s(row: dict) -> str:
+    return f"{row['tokens_per_s']:,.0f}" if row["tokens_per_s"] is not None else row["step"]["status"]
+
+
+def _ratio(num: dict, den: dict) -> str:
+    """How many times more tokens per second `num` runs than `den`, or "-" when either did not run."""
+    if num["tokens_per_s"] is None or den["tokens_per_s"] is None:
+        return "-"
+    return f"{num['tokens_per_s'] / den['tokens_per_s']:.2f}x"
+
+
+def packed_markdown(results: dict) -> str:
+    """The --packed table: per S, document tokens/s and peak memory of eager padded, frost padded, frost packed."""
+    m, rows = results["meta"], results["rows"]
+    c = m["config"]
+    by = {(r["seq_len"], r["impl"], r["layout"]): r for r in rows}
+    lines = [f"# gpt-oss-20b-shaped slice in transformers: padded vs packed (padding-free) batches ({m['shape']})",
+             "", f"{m['date']}; {m['device']}; torch {m['torch']}; transformers {m['transformers']}; {m['dtype']}.",
+             "", f"Slice: {len(c['layer_types'])} layers ({', '.join(c['layer_types'])}, window "
+             f"{c['sliding_window']}), hidden {c['hidden_size']}, {c['num_attention_heads']} query / "
+             f"{c['num_key_value_heads']} KV heads of {c['head_dim']}, {c['num_local_experts']} experts "
+             f"({c['num_experts_per_tok']} per token); random init, sinks of both signs.", "",
+             "Per S: documents of random lengths (seeded; min,max = "
+             f"{'S/16,S/2' if m['doc_lens'] is None else ','.join(map(str, m['doc_lens']))}) holding S tokens in all; "
+             "one forward + backward of the mean token cross-entropy, right-padded into a batch (B x longest) or "
+             "flattened into one row by DataCollatorWithFlattening (position_ids and cu_seq_lens_* kwargs). "
+             f"tok/s counts document tokens (S per step, padding not counted): S / median of {m['iters']} steps "
+             f"after {m['warmup']}; peak = max_memory_allocated over one step. Eager is not run above S = "
+             f"{m['skip_eager_above']}.", "",
+             "| S | documents | padded batch | eager padded tok/s | frost padded tok/s | frost packed tok/s "
+             "| packed vs frost padded | packed vs eager padded | peak GB eager padded / frost padded / frost packed |",
+             "|---:|---:|:---|---:|---:|---:|---:|---:|:---|"]
+    for s in dict.fromkeys(r["seq_len"] for r in rows):
+        e, fp, fk = (by[(s, impl, layout)] for impl, layout in PACKED_RUNS)
+        lines.append(f"| {s} | {fk['documents']} | {' x '.join(map(str, fp['batch_shape']))} | {_tok_s(e)} "
+                     f"| {_tok_s(fp)} | {_tok_s(fk)} | {_ratio(fk, fp)} | {_ratio(fk, e)} "
+                     f"| {_gb(e['step'])} / {_gb(fp['step'])} / {_gb(fk['step'])} |")
+    return "\n".join(lines) + "\n"
 
 
 def markdown(results: dict) -> str:
@@ -355,14 +483,14 @@ def plot(results: dict, path: Path) -> bool:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    results = run(args)
+    results = run_packed(args) if args.packed else run(args)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    table = markdown(results)
+    table = packed_markdown(results) if args.packed else markdown(results)
     args.out.write_text(table)
     args.out.with_suffix(".json").write_text(json.dumps(results, indent=1))
     print(table)
     print(f"written: {args.out}, {args.out.with_suffix('.json')}")
-    if plot(results, args.out.with_suffix(".png")):
+    if not args.packed and plot(results, args.out.with_suffix(".png")):
         print(f"plot: {args.out.with_suffix('.png')}")
     return results
 

@@ -15,13 +15,13 @@ SLIDING_WINDOW = 6
 
 
 def gpt_oss(seed: int = 0, sliding_window: int = SLIDING_WINDOW, **overrides) -> GptOssForCausalLM:
-    """2 layers (one sliding, one full), GQA 8:2, head dim 64, sinks of both signs. Two experts, both always
-    chosen, so bf16 rounding cannot flip a routing decision between the runs being compared."""
+    """2 layers (one sliding, one full; `overrides` may change both), GQA 8:2, head dim 64, sinks of both signs.
+    Two experts, both always chosen, so bf16 rounding cannot flip a routing decision between the runs compared."""
     torch.manual_seed(seed)
-    config = GptOssConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
-                          num_attention_heads=8, num_key_value_heads=2, head_dim=64, num_local_experts=2,
-                          num_experts_per_tok=2, sliding_window=sliding_window,
-                          layer_types=["sliding_attention", "full_attention"], **overrides)
+    shape = dict(num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"]) | overrides
+    config = GptOssConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=64, num_attention_heads=8,
+                          num_key_value_heads=2, head_dim=64, num_local_experts=2, num_experts_per_tok=2,
+                          sliding_window=sliding_window, **shape)
     model = GptOssForCausalLM._from_config(config, experts_implementation="eager", dtype=torch.float64)
     signs = torch.tensor([1.0, -1.0]).repeat(4)
     with torch.no_grad():

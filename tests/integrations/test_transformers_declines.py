@@ -49,22 +49,13 @@ def test_prebuilt_4d_mask():
         _frost_model()(**inputs)
 
 
-def test_packed_sequences_from_position_ids():
-    """transformers reads packing from position_ids that restart (without a cache, as in training)."""
-    inputs = batch(batch_size=1, seq_len=10)
-    inputs["position_ids"] = torch.tensor([[0, 1, 2, 3, 0, 1, 2, 3, 4, 5]])
-    inputs["use_cache"] = False
-    with pytest.raises(UnsupportedAttentionMask, match="mask_function.*packed sequences"):
-        _frost_model()(**inputs)
-
-
 def test_attention_dropout_in_training():
     model = _frost_model(gpt_oss, attention_dropout=0.1).train()
     with pytest.raises(UnsupportedAttentionSetting, match="dropout: got 0.1"):
         model(**batch(batch_size=1, seq_len=10))
 
 
-@pytest.mark.parametrize("name", ["softcap", "position_bias", "cu_seq_lens_q"])
+@pytest.mark.parametrize("name", ["softcap", "position_bias", "head_mask"])
 def test_kwargs_that_change_the_math(name):
     q, k, v = _qkv()
     with pytest.raises(UnsupportedAttentionSetting, match=f"{name}: got"):

@@ -3,7 +3,8 @@
 transformers calls attention(module, query, key, value, attention_mask, dropout=, scaling=, sliding_window=,
 s_aux=, ...) with BHSD query/key/value and expects (attn_output BSHD, attn_weights). frost takes BSHD, so the
 transposed views go in as they are (frost accepts any strides with the head dim innermost) and frost's contiguous
-BSHD output comes back unchanged. The mask arrives as the FrostMask that frost's mask function built."""
+BSHD output comes back unchanged. The mask arrives as the FrostMask that frost's mask function built. A packed
+(padding-free) batch runs frost.attention_varlen on the row's tokens, each document with this layer's mask."""
 
 from __future__ import annotations
 
@@ -13,16 +14,16 @@ import torch
 
 import frost
 from frost.integrations.transformers.band import BIDIRECTIONAL, CAUSAL, Band
-from frost.integrations.transformers.errors import UnsupportedAttentionMask, UnsupportedAttentionSetting
+from frost.integrations.transformers.errors import (UnsupportedAttentionMask, UnsupportedAttentionSetting,
+                                                    describe_value)
 from frost.integrations.transformers.mask import FrostMask
+from frost.integrations.transformers.packed import Documents, call_documents
 
 # keyword arguments that change the math when set; frost has no counterpart for any of them
 _UNSUPPORTED_KWARGS = {
     "softcap": "None (frost has no logit soft-capping)",
     "position_bias": "None (frost adds no bias to the scores)",
     "head_mask": "None (frost has no per-head output mask)",
-    "cu_seq_lens_q": "None (packed sequences are not routed to frost; pad the batch on the right instead)",
-    "cu_seq_lens_k": "None (packed sequences are not routed to frost; pad the batch on the right instead)",
 }
 
 
@@ -32,7 +33,8 @@ def frost_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
                             is_causal: Optional[bool] = None, **kwargs) -> tuple[torch.Tensor, None]:
     """The AttentionInterface entry for "frost": (B, Hq, Sq, D) query, (B, Hkv, Skv, D) key/value ->
     ((B, Sq, Hq, Dv) output, None). s_aux (the gpt-oss sinks, (Hq,), any float dtype) becomes frost's fp32 sink;
-    its gradient flows back to the parameter through the cast."""
+    its gradient flows back to the parameter through the cast. Packed documents (position_ids restarting within a
+    row, or cu_seq_lens_q/k with max_length_q/k) attend each to itself."""
     _check_settings(dropout, kwargs)
     band, alignment, seq_len_kv = _resolve_mask(attention_mask, module, query, key, sliding_window, is_causal)
     sink = None
@@ -41,10 +43,25 @@ def frost_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
             raise UnsupportedAttentionSetting("s_aux.shape", tuple(s_aux.shape),
                                               f"({query.shape[1]},): one sink per query head")
         sink = s_aux.to(torch.float32)
+    docs = call_documents(attention_mask, kwargs, query.shape[0], query.shape[2], key.shape[2], query.device)
+    if docs is not None:
+        return _packed_attention(query, key, value, docs, scaling, band, sink), None
     out = frost.attention(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
                           softmax_scale=scaling, causal=band[1] == 0, window_size=band, causal_alignment=alignment,
                           seq_len_kv=seq_len_kv, sink=sink)
     return out, None
+
+
+def _packed_attention(query, key, value, docs: Documents, scaling, band: Band, sink) -> torch.Tensor:
+    """The B·S tokens of the batch as one packed sequence of documents, each with the layer's band (queries and
+    keys of a document are the same tokens, so the diagonal is at 0): (B, Sq, Hq, Dv) output. The BSHD views of
+    transformers' projections flatten to (T, H, D) without a copy."""
+    b, hq, s, _ = query.shape
+    q, k, v = (t.transpose(1, 2).reshape(b * s, t.shape[1], t.shape[3]) for t in (query, key, value))
+    out = frost.attention_varlen(q, k, v, docs.cu_seqlens, docs.cu_seqlens, docs.max_seqlen, docs.max_seqlen,
+                                 softmax_scale=scaling, causal=band[1] == 0, window_size=band,
+                                 causal_alignment="top_left", sink=sink)
+    return out.view(b, s, hq, out.shape[-1])
 
 
 def _check_settings(dropout: float, kwargs: dict) -> None:
@@ -53,7 +70,7 @@ def _check_settings(dropout: float, kwargs: dict) -> None:
                                           "config.attention_dropout = 0.0 or call model.eval())")
     for name, accepted in _UNSUPPORTED_KWARGS.items():
         if kwargs.get(name) is not None:
-            raise UnsupportedAttentionSetting(name, _describe(kwargs[name]), accepted)
+            raise UnsupportedAttentionSetting(name, describe_value(kwargs[name]), accepted)
 
 
 def _resolve_mask(attention_mask, module, query, key, sliding_window, is_causal) -> tuple[Band, str, object]:
@@ -71,7 +88,7 @@ def _resolve_mask(attention_mask, module, query, key, sliding_window, is_causal)
         return band, "bottom_right", None
     if not isinstance(attention_mask, FrostMask):
         raise UnsupportedAttentionMask(
-            "attention_mask", _describe(attention_mask),
+            "attention_mask", describe_value(attention_mask),
             "None, or the mask that frost's mask function builds (call frost.integrations.transformers.register() "
             "and give the model the tokenizer's 2-D attention_mask, not a prebuilt 4-D mask)")
     sizes = (query.shape[2], key.shape[2])
@@ -91,9 +108,3 @@ def _resolve_mask(attention_mask, module, query, key, sliding_window, is_causal)
     if seq_len_kv is not None:
         seq_len_kv = seq_len_kv.to(device=query.device, dtype=torch.int32)
     return band, attention_mask.alignment, seq_len_kv
-
-
-def _describe(value) -> str:
-    if isinstance(value, torch.Tensor):
-        return f"a {value.dim()}-D {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"
-    return repr(value)

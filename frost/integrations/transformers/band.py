@@ -45,16 +45,17 @@ def recognised_band(mask_function: Callable) -> Optional[Band]:
     if mask_function is bidirectional_mask_function:
         return BIDIRECTIONAL
     if getattr(mask_function, "__code__", None) is _AND_CODE:
-        parts = _closure(mask_function).get("mask_functions", ())
+        parts = closure_values(mask_function).get("mask_functions", ())
         if (len(parts) == 2 and parts[1] is causal_mask_function
                 and getattr(parts[0], "__code__", None) is _SLIDING_CODE):
-            window = _closure(parts[0]).get("sliding_window")
+            window = closure_values(parts[0]).get("sliding_window")
             if isinstance(window, int) and window > 0:
                 return (window - 1, 0)
     return None
 
 
-def _closure(fn: Callable) -> dict:
+def closure_values(fn: Callable) -> dict:
+    """A function's closure variables by name (how transformers' mask factories hold their arguments)."""
     return dict(zip(fn.__code__.co_freevars, (cell.cell_contents for cell in fn.__closure__ or ())))
 
 
@@ -89,8 +90,8 @@ def checked_bands(mask_function: Callable, candidates: list[Band], batch_size: i
                 "mask_function", getattr(mask_function, "__qualname__", repr(mask_function)),
                 "causal, bidirectional or sliding-window masks (window from config.sliding_window), with right "
                 "padding from the 2-D attention_mask",
-                "packed sequences (position_ids that restart within a row), chunked attention and or_mask/and_mask "
-                "functions build masks that frost does not express")
+                "chunked attention, or_mask/and_mask functions and block overlays build masks that frost does not "
+                "express")
     return tuple(candidates)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from frost.errors import FrostError
 
 
@@ -15,9 +17,16 @@ class TransformersAdapterError(FrostError):
 
 
 class UnsupportedAttentionMask(TransformersAdapterError):
-    """A mask frost cannot express (left padding, an arbitrary 4-D mask, packed sequences, a custom mask
+    """A mask frost cannot express (left padding, an arbitrary 4-D mask, packing it cannot serve, a custom mask
     function): raised instead of running attention with a mask that differs from the model's."""
 
 
 class UnsupportedAttentionSetting(TransformersAdapterError):
     """An attention option frost does not implement (dropout > 0, softcap, a position bias, ...)."""
+
+
+def describe_value(value) -> str:
+    """A short description of an argument for an error message: a tensor's rank, dtype and shape, else its repr."""
+    if isinstance(value, torch.Tensor):
+        return f"a {value.dim()}-D {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"
+    return repr(value)

@@ -5,18 +5,22 @@ transformers builds one mask per mask type and forward (`create_causal_mask`, `c
 A materialised (B, 1, Sq, Skv) mask would cost O(S²) memory, so frost's mask function keeps only what frost's
 kernels take: the band around the diagonal, the diagonal's alignment and the per-batch key lengths. It checks
 exactly that this description equals the mask transformers asked for, and raises UnsupportedAttentionMask when it
-does not (left padding, packed sequences, chunked attention, custom mask functions): never a different mask."""
+does not (left padding, chunked attention, custom mask functions): never a different mask. A mask transformers
+builds for packed rows (position_ids restarting within a row) is its per-document function wrapped in
+transformers' packed-sequence functions: frost keeps the per-document band and the position_ids, from which the
+attention function reads the documents (packed.py)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch
 from transformers.masking_utils import causal_mask_function, prepare_padding_mask
 
-from frost.integrations.transformers.band import BIDIRECTIONAL, Band, mask_bands
+from frost.integrations.transformers.band import BIDIRECTIONAL, Band, mask_bands, recognised_band
 from frost.integrations.transformers.errors import UnsupportedAttentionMask
+from frost.integrations.transformers.packed import unpacked_mask_function
 
 
 @dataclass(frozen=True, eq=False)
@@ -25,13 +29,17 @@ class FrostMask:
     [-left, right] (None: unbounded) for the band (left, right), with diag 0 (top_left) or Skv - Sq (bottom_right),
     and j < seq_len_kv[b] (None: every key is valid). `bands` lists every band that keeps the same pairs on this
     grid (the first when the layer names none). Queries are never masked: a padded query row attends like any
-    other row, as in transformers' own masks."""
+    other row, as in transformers' own masks. position_ids is set when transformers' mask splits rows into packed
+    documents (the band then holds within each document); memo keeps what the attention function reads once per
+    mask (packed.call_documents)."""
 
     q_length: int
     kv_length: int
     bands: tuple[Band, ...]
     alignment: str
     seq_len_kv: Optional[torch.Tensor]
+    position_ids: Optional[torch.Tensor] = None
+    memo: dict = field(default_factory=dict, repr=False)
 
 
 def frost_mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_offset=0,
@@ -41,10 +49,17 @@ def frost_mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_of
     """The AttentionMaskInterface entry for "frost" (same arguments as transformers.masking_utils.sdpa_mask)."""
     q_offset, kv_offset = int(q_offset), int(kv_offset)
     windows = sorted({w for w in (local_size, getattr(config, "sliding_window", None)) if w})
-    bands = mask_bands(mask_function, batch_size, q_length, kv_length, q_offset, kv_offset, windows, use_vmap, device)
+    per_document, position_ids = unpacked_mask_function(mask_function)
+    if position_ids is not None and recognised_band(per_document) is None:
+        raise UnsupportedAttentionMask(
+            "mask_function", getattr(per_document, "__qualname__", repr(per_document)),
+            "causal, bidirectional or sliding-window masks within each packed document",
+            "packed rows (position_ids restarting within a row) with or_mask/and_mask functions or block overlays")
+    bands = mask_bands(per_document, batch_size, q_length, kv_length, q_offset, kv_offset, windows, use_vmap,
+                       device)
     seq_len_kv = right_padding_lengths(attention_mask, kv_length, kv_offset)
     alignment = diagonal_alignment(bands[0], q_offset - kv_offset, q_length, kv_length, padded=seq_len_kv is not None)
-    return FrostMask(q_length, kv_length, bands, alignment, seq_len_kv)
+    return FrostMask(q_length, kv_length, bands, alignment, seq_len_kv, position_ids)
 
 
 def right_padding_lengths(attention_mask: Optional[torch.Tensor], kv_length: int,
