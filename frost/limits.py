@@ -17,6 +17,8 @@ MAX_SEQ = 1 << 28       # longest seq_q / seq_kv: the mask arithmetic is 32-bit 
 # it are 32-bit
 MAX_ACC_ELEMENTS = (1 << 31) - 1
 SMEM_BYTES = 99 * 1024  # shared memory one CTA may take on the SM120 class
+# the probe's targets the kernels serve -> the arch they are compiled for (kernels.arch holds each arch's details)
+TARGET_ARCHS = {"sm_120": "sm_120a", "sm_121": "sm_121a", "sm_90": "sm_90a"}
 
 
 def pad_head_dim(head_dim: int) -> int:

@@ -1,6 +1,11 @@
-"""Shared-memory tile geometry that every kernel family and its host-side tables use (pure Python)."""
+"""Numbers every kernel family and its host-side tables share (pure Python): shared-memory tile geometry, and the
+log2(e) that turns natural-log scores into the base-2 ones the softmax exponentiates."""
 
 from __future__ import annotations
+
+import math
+
+LOG2_E = math.log2(math.e)
 
 
 def swizzle_atom_cols(cols: int) -> int:

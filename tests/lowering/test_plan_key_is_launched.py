@@ -16,7 +16,7 @@ from frost.kernels.backward import ds_workspace
 from frost.kernels.backward.compile import CompiledKernels
 from frost.kernels.mask import FLAG_ORDERED_DQ
 from frost.lowering import clear_caches, use_compiler
-from frost.lowering.engines.cute_sm120 import CuteCompiler
+from frost.lowering.engines.cute_compiler import CuteCompiler
 
 HEAD_DIMS = ((32, 32), (48, 48), (64, 64), (72, 72), (96, 96), (128, 128), (160, 160), (192, 128), (200, 200),
              (256, 256))

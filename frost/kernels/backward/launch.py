@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
-from frost.kernels.backward.preprocess import LOG2_E
+from frost.kernels.geometry import LOG2_E
 from frost.limits import SEQ_PAD, packed_acc_rows
 
 

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 from frost.errors import TensorError
 from frost.kernels.arch import arch_config
-from frost.kernels.forward.compile import DTYPES, LOG2_E, ForwardKey, get_forward_kernel
+from frost.kernels.forward.compile import DTYPES, ForwardKey, get_forward_kernel
 from frost.kernels.forward.tiles import forward_pads
+from frost.kernels.geometry import LOG2_E
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
 from frost.kernels.packed import Packed
 

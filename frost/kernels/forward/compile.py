@@ -15,9 +15,9 @@ from frost.kernels.arch import arch_config
 from frost.kernels.compile_cache import CompileCache
 from frost.kernels.forward.tiles import ForwardTile, forward_tile
 
+
 DTYPES = ("float16", "bfloat16")
 KERNEL_NAME = "FwdKernel"  # the class in the cubin function's mangled name
-LOG2_E = 1.4426950408889634
 
 
 @dataclass(frozen=True)

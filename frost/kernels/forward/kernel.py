@@ -33,8 +33,8 @@ from cutlass.cute.nvgpu import warp
 
 from frost.kernels import cute_utils as cu
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
-from frost.kernels.forward.compile import LOG2_E
 from frost.kernels.forward.tiles import ForwardTile
+from frost.kernels.geometry import LOG2_E
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length, make_mask
 from frost.kernels.segments import rebased, segment
 

@@ -12,7 +12,8 @@ from operator import itemgetter
 
 from frost.analyzer.facts import Facts
 from frost.lowering.compiler import KernelUnit, get_compiler
-from frost.lowering.engines.cute_sm120 import ARCHS, ENGINE
+from frost.limits import TARGET_ARCHS
+from frost.lowering.engines.cute_compiler import ENGINE
 from frost.lowering.engines.length_checks import check_lengths_if_on, packed_segments
 from frost.lowering.kernel_cache import KERNELS
 from frost.lowering.keys import op_signatures, runtime_features_key
@@ -26,16 +27,10 @@ def forward_config(facts: Facts, arch: str):
     return api.choose_forward_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, arch, varlen=facts.varlen)
 
 
-def is_forward_config(config) -> bool:
-    from frost.kernels.forward.api import ForwardConfig
-
-    return isinstance(config, ForwardConfig)
-
-
 def lower_forward(graph, op, facts: Facts, target: str) -> Lowering:
     from frost.kernels.forward import api
 
-    arch = ARCHS[target]
+    arch = TARGET_ARCHS[target]
     cfg = forward_config(facts, arch)
     key = runtime_features_key(ENGINE, api.forward_compile_key(cfg), op_signatures(graph, op))
     compiler = get_compiler(ENGINE)

@@ -1,71 +1,21 @@
-"""The cute_sm120 engine adapter: picks the kernel config for the op's Facts, gets the compiled backward from the
-kernel cache (compiling through the compiler seam only on a miss), and launches it on caller-owned memory. A forward
-op goes to its own adapter (cute_forward.lower_forward) through the same compiler and caches.
-
-Kernels compile only in CuteCompiler.compile (frost.kernels.backward.api's compile_backward or
-frost.kernels.forward.api's compile_forward), never at plan time."""
+"""The cute_sm120 engine adapter: picks the kernel config for a backward op's Facts, gets the compiled backward from
+the kernel cache (compiling through the compiler seam, cute_compiler.CuteCompiler, only on a miss), and launches it
+on caller-owned memory. A forward op goes to its own adapter (cute_forward.lower_forward) through the same compiler
+and caches."""
 
 from __future__ import annotations
 
 from operator import itemgetter
 
 from frost.analyzer.facts import Facts
-from frost.lowering.compiler import KernelUnit, get_compiler, register_default
-from frost.lowering.disk_cache import package_version
-from frost.lowering.engines import cute_persist
+from frost.limits import TARGET_ARCHS
+from frost.lowering.compiler import KernelUnit, get_compiler
+from frost.lowering.engines.cute_compiler import ENGINE
+from frost.lowering.engines.cute_forward import lower_forward
 from frost.lowering.engines.length_checks import check_lengths_if_on, packed_segments
 from frost.lowering.kernel_cache import KERNELS
 from frost.lowering.keys import compile_key, op_signatures
 from frost.lowering.plan import KernelLaunch, Lowering
-
-ENGINE = "cute_sm120"
-ARCHS = {"sm_90": "sm_90a", "sm_120": "sm_120a", "sm_121": "sm_121a"}
-
-
-class CuteCompiler:
-    """The real compiler: compile_backward for a backward's KernelConfig, compile_forward for a ForwardConfig; both
-    persist through cute_persist."""
-
-    device_type = "cuda"
-
-    def __init__(self) -> None:  # the launcher ABI is in the name: entries of the plain-ABI era never load
-        self.name = f"cute-dsl-{package_version('nvidia-cutlass-dsl')}-tvmffi"
-
-    def compile(self, unit: KernelUnit):
-        if _forward(unit.config):
-            from frost.kernels.forward import api as forward_api
-
-            return forward_api.compile_forward(unit.config)
-        from frost.kernels.backward import api
-
-        return api.compile_backward(unit.config)
-
-    def serialize(self, kernel, unit: KernelUnit) -> bytes:
-        if _forward(unit.config):
-            return cute_persist.export_forward(kernel)
-        return cute_persist.export_set(kernel)
-
-    def deserialize(self, data: bytes, unit: KernelUnit):
-        if _forward(unit.config):
-            return cute_persist.load_forward(data, unit.config)
-        return cute_persist.load_set(data, unit.config)
-
-    def bind(self, kernel, config):
-        if _forward(config):
-            from frost.kernels.forward.api import CompiledForward
-
-            return CompiledForward(config, kernel=kernel.kernel)
-        return kernel.with_config(config)
-
-
-def _forward(config) -> bool:
-    from frost.lowering.engines.cute_forward import is_forward_config
-
-    return is_forward_config(config)
-
-
-register_default(ENGINE, CuteCompiler)
-
 
 def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
     """The main kernel's grid: a CTA per KV tile, per kv head (walking its GQA group), per batch (the launch may
@@ -106,12 +56,10 @@ class CuteSm120Engine:
 
     def lower(self, graph, op, facts: Facts, target: str) -> Lowering:
         if op.op == "sdpa_forward":
-            from frost.lowering.engines.cute_forward import lower_forward
-
             return lower_forward(graph, op, facts, target)
         from frost.kernels.backward import api
 
-        arch = ARCHS[target]
+        arch = TARGET_ARCHS[target]
         problem = _problem(op, facts)
         cfg = _config(op, facts, arch, problem)
         key = compile_key(ENGINE, api.compile_key(cfg), facts, op_signatures(graph, op))
