@@ -2,13 +2,32 @@
 
 The pieces every kernel family shares sit here: arch (targets), mask (band, lengths, flags), cute_utils (copies,
 layouts, MMA helpers), geometry (shared-memory tile geometry), graph_replay (CUDA-graph replay of a launch),
-segments (packed sequences on the device) and packed (their host side). Each
-family has a folder of its own: backward/ (its catalogue of kernel sets, their selection, kernels, compile and
-launch). The engine limits the analyzer also reads live in frost/limits.py."""
+segments (packed sequences on the device) and packed (their host side). Each family has a folder of its own:
+forward/ and backward/ (catalogue or tiles, selection, kernels, compile and launch). The engine limits the analyzer
+also reads live in frost/limits.py.
 
-from frost.kernels.backward.api import (CompiledBackward, KernelConfig, choose_config, compile_backward, compile_key,
-                               workspace_regions)
-from frost.kernels.arch import detect_arch
+Importing this package imports no cutlass: the names below load their modules on first use (PEP 562), so the host
+side (a plan's keys, the disk cache) can import a family's pure-Python modules without the DSL."""
 
-__all__ = ["CompiledBackward", "KernelConfig", "choose_config", "compile_backward", "compile_key",
-           "workspace_regions", "detect_arch"]
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {
+    "CompiledBackward": "frost.kernels.backward.api", "KernelConfig": "frost.kernels.backward.api",
+    "choose_config": "frost.kernels.backward.api", "compile_backward": "frost.kernels.backward.api",
+    "compile_key": "frost.kernels.backward.api", "workspace_regions": "frost.kernels.backward.api",
+    "detect_arch": "frost.kernels.arch",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'frost.kernels' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = list(_LAZY)

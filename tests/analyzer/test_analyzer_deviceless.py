@@ -99,3 +99,14 @@ def test_unknown_target_is_a_clear_error(bad):
         check_support(baseline(), bad) if bad is not None else normalise_target(bad)
     assert isinstance(info.value, FrostError) and isinstance(info.value, ValueError)
     assert "sm_120" in str(info.value) and "cpu" in str(info.value)
+
+
+def test_a_cpu_training_step_never_imports_the_kernel_dsl():
+    """On a machine without a GPU, frost.attention's forward and backward run the reference engine and load no
+    cutlass: the kernels' host side is imported only to compile or load a kernel."""
+    out = _run("import sys, json, torch, frost\n"
+               "q = torch.randn(2, 32, 4, 16, requires_grad=True)\n"
+               "k, v = (torch.randn(2, 32, 2, 16, requires_grad=True) for _ in range(2))\n"
+               "frost.attention(q, k, v, causal=True, sink=torch.zeros(4, requires_grad=True)).sum().backward()\n"
+               "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'cutlass')))")
+    assert json.loads(out) == []

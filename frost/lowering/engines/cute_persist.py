@@ -16,8 +16,6 @@ import time
 
 log = logging.getLogger("frost")
 
-from frost.kernels.backward.compile import FUNCS  # (no cutlass import: compile.py imports it lazily)
-
 
 def _prefix(name: str) -> str:
     return f"frost_bwd_{name}"
@@ -33,6 +31,8 @@ def _export(compiled_fn, name: str, symbol: str | None = None) -> bytes:
 
 def export_set(compiled) -> bytes:
     """Bytes of a CompiledBackward's kernel set: a JSON header (sizes, main smem) then the exported objects."""
+    from frost.kernels.backward.compile import FUNCS   # imports the DSL: only a real kernel set is exported
+
     kernels = compiled.kernels
     if set(kernels.compiled) != set(FUNCS):
         raise ValueError("only a freshly compiled kernel set can be exported (this one was loaded)")
@@ -43,6 +43,8 @@ def export_set(compiled) -> bytes:
 
 
 def _split(data: bytes) -> tuple[dict, list[bytes]]:
+    from frost.kernels.backward.compile import FUNCS
+
     (n,) = struct.unpack_from("<I", data)
     header = json.loads(data[4:4 + n])
     if tuple(header["funcs"]) != FUNCS or sum(header["sizes"]) != len(data) - 4 - n:
@@ -73,7 +75,7 @@ def _load(blob: bytes, name: str, symbol: str | None = None):
 def load_set(data: bytes, cfg):
     """A CompiledBackward for `cfg` whose kernels come from `export_set`'s bytes (no compilation)."""
     from frost.kernels.backward.api import CompiledBackward
-    from frost.kernels.backward.compile import CompiledKernels
+    from frost.kernels.backward.compile import FUNCS, CompiledKernels
 
     header, blobs = _split(data)
     loaded = [_load(blob, name) for blob, name in zip(blobs, FUNCS)]
