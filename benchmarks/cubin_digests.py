@@ -1,5 +1,6 @@
-"""Compile every served kernel set for sm_120a and sm_90a in both dtypes (no GPU needed) and write a digest per
-cubin, so that two trees can be shown to build the same machine code.
+"""Compile every served kernel set (the backward's sets and the forward's kernels, dense and packed) for sm_120a and
+sm_90a in both dtypes (no GPU needed) and write a digest per cubin, so that two trees can be shown to build the same
+machine code.
 
     python3 benchmarks/cubin_digests.py OUT.json [--jobs N]          # digests of the tree on PYTHONPATH
     python3 benchmarks/cubin_digests.py --compare BEFORE.json AFTER.json
@@ -31,11 +32,21 @@ def set_tag(key) -> str:
             + ("/varlen" if key.varlen else ""))
 
 
-def served_sets() -> list:
-    """(tag, KernelKey) of every served kernel set, the packed ones too (selection.served_keys) on ARCHS."""
-    from frost.kernels.backward.selection import served_keys
+def forward_tag(key) -> str:
+    """arch/dtype/d<Q/K pad>v<V pad>/forward[/varlen]: a forward kernel's name in the digest file."""
+    return f"{key.arch}/{key.dtype}/d{key.head_dim_pad}v{key.head_dim_v_pad}/forward" + ("/varlen" if key.varlen else "")
 
-    return [(set_tag(k), k) for k in served_keys(ARCHS, varlen=True)]
+
+def served_sets() -> list:
+    """(tag, key) of every served kernel set: the backward's (selection.served_keys, the packed ones too) and the
+    forward's (every served pad pair, dense and packed) on ARCHS."""
+    from frost.kernels.backward.selection import DTYPES, served_keys
+    from frost.kernels.forward.compile import ForwardKey
+    from frost.kernels.forward.tiles import served_forward_pads
+
+    forward = [ForwardKey(dtype, d, dv, arch, varlen) for arch in ARCHS for dtype in DTYPES
+               for d, dv in served_forward_pads() for varlen in (False, True)]
+    return [(set_tag(k), k) for k in served_keys(ARCHS, varlen=True)] + [(forward_tag(k), k) for k in forward]
 
 
 def elf_sections(blob: bytes) -> dict[str, bytes]:
@@ -66,14 +77,14 @@ def elf_sections(blob: bytes) -> dict[str, bytes]:
     return out
 
 
-def code_digest(blob: bytes) -> str:
+def code_digest(blob: bytes, forward: bool = False) -> str:
     """Digest of the cubin's sections, each kernel's mangled name replaced by its role (see the top); the string
     tables, which only spell names, are left out (the symbol tables spell theirs in place)."""
     from frost.kernels.backward.compile import kernel_role
 
     sections = elf_sections(blob)
     names = {n.split(".")[-1] for n in sections if ".kernel_cutlass_kernel_" in n}
-    roles = {n: kernel_role(n) for n in names}
+    roles = {n: "forward" if forward else kernel_role(n) for n in names}
     h = hashlib.sha256()
     for name in sorted(n for n in sections if n not in (".strtab", ".shstrtab")):
         data = sections[name]
@@ -87,8 +98,13 @@ def code_digest(blob: bytes) -> str:
 def digest(item) -> tuple[str, dict]:
     """Child process: compile one set and return its tag and digests."""
     from frost.kernels.backward.compile import compile_kernels, tile_key
+    from frost.kernels.forward.compile import ForwardKey, compile_forward_kernel
 
     tag, key = item
+    if isinstance(key, ForwardKey):
+        blob = compile_forward_kernel(key, keep_cubin=True).cubin
+        return tag, {"raw": hashlib.sha256(blob).hexdigest(), "code": code_digest(blob, forward=True),
+                     "bytes": len(blob), "tile": str(key.tile)}
     blob = compile_kernels(key, keep_cubin=True).cubins["backward"]
     return tag, {"raw": hashlib.sha256(blob).hexdigest(), "code": code_digest(blob), "bytes": len(blob),
                  "tile": tile_key(key.tile), "ptxas": key.ptxas_options}
