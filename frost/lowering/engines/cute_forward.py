@@ -2,7 +2,7 @@
 from the kernel cache (compiling through the compiler seam only on a miss), and launches it on caller-owned memory.
 
 The forward needs no workspace, and its launch allocates nothing and never synchronises (a length check, when on,
-reads the lengths back: see length_checks.check_seq_len_values). Everything but the dtype, the head-dim pads and the
+checks the lengths without a sync by default: see length_checks.check_mode). Everything but the dtype, the head-dim pads and the
 arch is a runtime argument of the kernel, so the compile key holds no feature flags: a sink, GQA, padding or
 another mask never compiles a second kernel."""
 

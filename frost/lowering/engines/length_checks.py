@@ -1,26 +1,31 @@
 """The value checks of an op's lengths, shared by every engine: per-batch padding lengths in [0, S], and a packed
-op's prefix sums and seqused (frost.kernels.packed.check_packed_values). Each reads the values back (a
-device-to-host transfer), so it is on by default and skipped under CUDA-graph capture or FROST_CHECK_SEQ_LENS=0."""
+op's prefix sums and seqused (frost.kernels.packed.check_packed_values). Values on the CPU are checked at once. Values
+on a GPU are checked without a sync by default (deferred_checks: an asynchronous copy, checked on the host by a later
+call); FROST_CHECK_SEQ_LENS=sync checks them before the launch (a device-to-host read that stalls the host), =0 not
+at all. Nothing is checked while a CUDA graph is being captured."""
 
 from __future__ import annotations
 
 from frost.analyzer.facts import Facts
 
 
-def check_seq_len_values() -> bool:
-    """Whether to check length values before launching (one small device->host read).
-
-    On by default so a bad length is a TensorError, not a silently wrong result; skipped while a CUDA graph is being
-    captured (a read would break the capture) and when FROST_CHECK_SEQ_LENS=0 (for loops that must never sync). The
-    kernels clamp lengths to [0, S] and packed segments into their tensors either way, so an unchecked bad value
-    cannot read or write out of bounds."""
+def check_mode() -> str:
+    """"deferred" (the default), "sync" (FROST_CHECK_SEQ_LENS=sync) or "off" (FROST_CHECK_SEQ_LENS=0, and while a
+    CUDA graph is being captured: a copy or a read would break the capture). The kernels clamp lengths to [0, S] and
+    packed segments into their tensors in every mode, so an unchecked bad value cannot read or write out of bounds."""
     import os
 
     import torch
 
-    if os.environ.get("FROST_CHECK_SEQ_LENS", "1") == "0":
-        return False
-    return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+    mode = os.environ.get("FROST_CHECK_SEQ_LENS", "1")
+    if mode == "0" or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
+        return "off"
+    return "sync" if mode == "sync" else "deferred"
+
+
+def check_seq_len_values() -> bool:
+    """Whether length values are checked at all (in either mode)."""
+    return check_mode() != "off"
 
 
 def packed_segments(ins, facts: Facts):
@@ -38,9 +43,32 @@ def packed_segments(ins, facts: Facts):
 
 def check_lengths_if_on(facts: Facts, packed, seq_len_q, seq_len_kv) -> None:
     """check_lengths where the call has something to check (padding lengths, or a packed op's segments) and the
-    check is on (check_seq_len_values)."""
-    if (packed is not None or seq_len_q is not None or seq_len_kv is not None) and check_seq_len_values():
+    check is on: at once for CPU tensors or in sync mode, else deferred (no sync)."""
+    if packed is None and seq_len_q is None and seq_len_kv is None:
+        return
+    mode = check_mode()
+    if mode == "off":
+        return
+    tensors = (seq_len_q, seq_len_kv) if packed is None else \
+        (packed.cu_seqlens_q, packed.cu_seqlens_kv, seq_len_q, seq_len_kv)
+    if mode == "sync" or next(t for t in tensors if t is not None).device.type != "cuda":
         check_lengths(facts, packed, seq_len_q, seq_len_kv)
+        return
+    from frost.lowering.engines.deferred_checks import CHECKS
+
+    if packed is None:
+        limits = (facts.seq_q, facts.seq_kv)
+        CHECKS.submit(tensors, limits, lambda host: check_lengths(facts, None, *host))
+    else:
+        limits = (facts.tokens_q, facts.tokens_kv, packed.max_seqlen_q, packed.max_seqlen_kv)
+        CHECKS.submit(tensors, limits, lambda host: check_lengths(facts, _on_host(packed, host), *host[2:]))
+
+
+def _on_host(packed, host: tuple):
+    """The call's segments with their prefix sums replaced by the host copies."""
+    from dataclasses import replace
+
+    return replace(packed, cu_seqlens_q=host[0], cu_seqlens_kv=host[1])
 
 
 def check_lengths(facts: Facts, packed, seq_len_q, seq_len_kv) -> None:

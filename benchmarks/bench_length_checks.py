@@ -1,0 +1,67 @@
+"""What checking padding lengths costs a training loop: 24 layers of frost.attention forward + backward on a padded
+batch (B 4, S 1024, d64, GQA 16/4, causal, per-batch lengths), timed per step with FROST_CHECK_SEQ_LENS=0 (no check),
+sync (a device-to-host read before each launch) and the default (deferred: an asynchronous copy checked later), in one
+process. The lengths tensor is made afresh each step, as a data loader would.
+
+    python3 benchmarks/bench_length_checks.py [--steps 20] [--json out.json]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+LAYERS, B, S, HQ, HKV, D = 24, 4, 1024, 16, 4, 64
+MODES = {"off": "0", "sync": "sync", "deferred": "1"}
+
+
+def step_ms(steps: int) -> list[float]:
+    """Wall time of each step (host and GPU: the step ends with a synchronize)."""
+    import torch
+
+    import frost
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    layers = [[torch.randn(B, S, h, D, device="cuda", dtype=torch.bfloat16, generator=g).requires_grad_()
+               for h in (HQ, HKV, HKV)] for _ in range(LAYERS)]
+    times = []
+    for _ in range(steps):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        lengths = torch.tensor([S, S - 100, S // 2, 17], dtype=torch.int32).to("cuda", non_blocking=True)
+        loss = sum(frost.attention(q, k, v, causal=True, seq_len_q=lengths, seq_len_kv=lengths).float().mean()
+                   for q, k, v in layers)
+        loss.backward()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+    return times
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    results = {}
+    for _round in range(2):   # two rounds, modes interleaved, so drift shows as a spread, not as a mode's cost
+        for mode, value in MODES.items():
+            os.environ["FROST_CHECK_SEQ_LENS"] = value
+            times = step_ms(args.steps)[3:]   # the first steps compile and warm up
+            results.setdefault(mode, []).extend(times)
+    for mode, times in results.items():
+        print(f"{mode:9s} median {statistics.median(times):7.2f} ms/step  min {min(times):7.2f}  max {max(times):7.2f}")
+    off = statistics.median(results["off"])
+    for mode in ("sync", "deferred"):
+        print(f"{mode} / off: {statistics.median(results[mode]) / off:.3f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f)
+
+
+if __name__ == "__main__":
+    main()

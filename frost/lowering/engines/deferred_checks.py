@@ -1,0 +1,102 @@
+"""Value checks of small device tensors (padding lengths, packed offsets) that never stall the host.
+
+When a call is launched, the values are copied to pinned host memory on the call's stream (an asynchronous copy)
+and an event is recorded after the copy. A later call (or the same one, if the copy has already landed) finds the
+event complete and checks the copied values on the host, with the same rules and messages as the synchronous check:
+a bad value is raised within a few calls, naming the argument and the first bad index, while the CPU runs ahead of
+the GPU. The kernels clamp lengths and segments either way, so nothing reads or writes out of bounds meanwhile.
+
+Each tensor is copied once per version: the attention calls of a training step that share one lengths tensor (every
+layer, forward and backward) copy and check it once. A tensor is recognised by a weak reference to the very object
+and its version counter, so a new tensor that reuses a freed one's memory is always checked."""
+
+from __future__ import annotations
+
+import weakref
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Hashable, Optional
+
+import torch
+
+from frost.errors import TensorError
+
+MAX_PENDING = 64   # copies in flight; beyond this the oldest is waited for (a GPU far behind the host)
+Check = Callable[[tuple], None]
+
+
+@dataclass
+class _Pending:
+    event: object                         # a torch.cuda.Event recorded after the copies
+    host: tuple                           # the pinned copies (None where a tensor was not given)
+    check: Check
+
+
+class DeferredChecks:
+    """submit() a call's tensors with their host-side check; landed() runs the checks whose copies have arrived."""
+
+    def __init__(self, remember: int = 32) -> None:
+        self._pending: deque[_Pending] = deque()
+        self._seen: deque = deque(maxlen=remember)   # (weak refs, versions, limits) of tensors already submitted
+
+    def submit(self, tensors: tuple[Optional[torch.Tensor], ...], limits: Hashable, check: Check) -> None:
+        """Copy ``tensors`` (device tensors, or None) to the host and check them with ``check(host copies)`` once
+        the copies land; raises what an earlier submission found, if its copy has landed."""
+        self.landed()
+        if self._already(tensors, limits):
+            return
+        if len(self._pending) >= MAX_PENDING:
+            self._pending[0].event.synchronize()   # type: ignore[attr-defined]
+            self.landed()
+        device = next(t.device for t in tensors if t is not None)
+        host = tuple(None if t is None else _pinned_copy(t) for t in tensors)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(device))
+        self._pending.append(_Pending(event, host, check))
+        self._seen.append((tuple(None if t is None else weakref.ref(t) for t in tensors),
+                           tuple(_version(t) for t in tensors), limits))
+
+    def landed(self, wait: bool = False) -> None:
+        """Check every submission whose copies have landed (``wait``: all of them, synchronising); a bad value
+        raises a TensorError that says it was found in an earlier call."""
+        while self._pending and (wait or self._pending[0].event.query()):   # type: ignore[attr-defined]
+            pending = self._pending.popleft()
+            if wait:
+                pending.event.synchronize()   # type: ignore[attr-defined]
+            try:
+                pending.check(pending.host)
+            except TensorError as exc:
+                raise TensorError(exc.subject, exc.value, exc.accepted,  # type: ignore[attr-defined]
+                                  "found in a call made before this one: the values are checked on the host "
+                                  "after an asynchronous copy, and the kernels clamped them meanwhile") from None
+
+    def _already(self, tensors: tuple, limits: Hashable) -> bool:
+        for refs, versions, seen_limits in self._seen:
+            if seen_limits == limits and all(
+                    (r is None and t is None) or (r is not None and t is not None and r() is t and v is not None
+                                                  and _version(t) == v)
+                    for r, v, t in zip(refs, versions, tensors)):
+                return True
+        return False
+
+
+def _version(t: Optional[torch.Tensor]) -> Optional[int]:
+    """The tensor's version counter (bumped by every in-place write), or None where it keeps none (an inference-mode
+    tensor: then it is copied and checked every time)."""
+    if t is None:
+        return None
+    try:
+        return t._version
+    except RuntimeError:
+        return None
+
+
+def _pinned_copy(t: torch.Tensor) -> torch.Tensor:
+    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+    host.copy_(t, non_blocking=True)
+    return host
+
+
+CHECKS = DeferredChecks()
+
+__all__ = ["CHECKS", "DeferredChecks"]
