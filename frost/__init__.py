@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 from frost.errors import (ArgumentTypeError, EngineError, FrostError, GraphError, NotSupported, TargetError,
                           TensorError)
@@ -31,6 +32,18 @@ _LAZY = {
     "attention_varlen": "frost.api.autograd:attention_varlen",
     "reference": "frost.reference:",
 }
+
+if TYPE_CHECKING:   # the same names, eagerly, for type checkers (tests/docs/test_types.py keeps the two lists equal)
+    from frost import reference as reference
+    from frost.analyzer import Reason as Reason, SupportReport as SupportReport
+    from frost.api.autograd import attention as attention, attention_varlen as attention_varlen
+    from frost.api.functional import (sdpa_backward as sdpa_backward, sdpa_backward_varlen as sdpa_backward_varlen,
+                                      sdpa_forward as sdpa_forward, sdpa_forward_varlen as sdpa_forward_varlen)
+    from frost.api.plans import compile as compile
+    from frost.api.support import check_support as check_support
+    from frost.api.target import detect_target as detect_target
+    from frost.lowering import (Plan as Plan, cache_stats as cache_stats, clear_caches as clear_caches,
+                                configure_cache as configure_cache)
 
 
 def __getattr__(name: str) -> object:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:   # the report's type only: errors.py imports nothing of frost at run time
+    from frost.analyzer.report import SupportReport
+
 
 class FrostError(Exception):
     """Base of every error frost raises on purpose."""
@@ -66,6 +71,6 @@ class TargetError(FrostError, ValueError):
 class NotSupported(FrostError):
     """A well-formed graph that the requested engine cannot serve; `.report` holds every reason."""
 
-    def __init__(self, message: str, report: object = None) -> None:
+    def __init__(self, message: str, report: SupportReport | None = None) -> None:
         self.report = report
         super().__init__(message)

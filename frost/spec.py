@@ -50,7 +50,9 @@ class TensorRole:
         return self.packed_shape if packed else self.dense_shape
 
 
-_FWD, _BWD, _BOTH = ("forward",), ("backward",), ("forward", "backward")
+_FWD: tuple[Kind, ...] = ("forward",)
+_BWD: tuple[Kind, ...] = ("backward",)
+_BOTH: tuple[Kind, ...] = ("forward", "backward")
 
 TENSORS: tuple[TensorRole, ...] = (
     TensorRole("q", "q", "q", "io", ("B", "Sq", "Hq", "Dqk"), ("Tq", "Hq", "Dqk"), reads=_BOTH, side="q"),
@@ -120,7 +122,7 @@ class Option:
 
 
 Alignment = Literal["top_left", "bottom_right"]
-ALIGNMENTS: tuple[str, ...] = ("top_left", "bottom_right")
+ALIGNMENTS: tuple[Alignment, ...] = ("top_left", "bottom_right")
 OPTIONS: tuple[Option, ...] = (
     Option("softmax_scale", "attn_scale", "scale", "None (1/sqrt(head dim of q)) or a finite float > 0"),
     Option("causal", "causal", "bool", "True or False"),
@@ -153,7 +155,7 @@ def valid_scale(scale: object) -> bool:
     """None (the default 1/sqrt(Dqk)) or a finite real > 0; a bool is not a scale."""
     if scale is None:
         return True
-    return (isinstance(scale, Real) and not isinstance(scale, bool) and math.isfinite(scale) and scale > 0)
+    return (not isinstance(scale, bool) and isinstance(scale, Real) and math.isfinite(scale) and float(scale) > 0)
 
 
 def resolved_scale(scale: Optional[float], head_dim_qk: int) -> float:

@@ -13,7 +13,8 @@ from frost.analyzer.netgraph import to_networkx
 from frost.analyzer.patterns import PATTERNS, SDPA_BACKWARD, SDPA_FORWARD, Binding, Pattern
 from frost.analyzer.probe import choose, probe
 from frost.analyzer.report import OpSupport, SupportReport
-from frost.analyzer.targets import TargetError, normalise_target
+from frost.analyzer.targets import normalise_target
+from frost.errors import TargetError
 
 __all__ = ["Analysis", "Matched", "Unclaimed", "analyze", "analyze_with", "CUTE_SM120", "CUTE_SM120_FORWARD",
            "ENGINES", "OP_KINDS", "REFERENCE", "REFERENCE_FORWARD", "Capability", "HeadDims", "engine_names",

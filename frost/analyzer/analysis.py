@@ -5,6 +5,7 @@ The result depends only on the (frozen) graph, never on the target, so it is mem
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
@@ -12,6 +13,12 @@ from frost.analyzer.facts import Facts
 from frost.analyzer.memo import per_graph
 from frost.analyzer.netgraph import to_networkx
 from frost.analyzer.patterns import PATTERNS, Binding, Pattern, bind, patterns_for
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from frost.ir import Graph
+    from frost.ir.ops import Op
 
 
 class Unclaimed(BaseModel):
@@ -41,14 +48,14 @@ class Analysis:
     unclaimed: tuple[Unclaimed, ...]
 
 
-def _claim(graph, g, op, patterns: tuple[Pattern, ...]) -> Matched | Unclaimed:
+def _claim(graph: Graph, g: nx.DiGraph, op: Op, patterns: tuple[Pattern, ...]) -> Matched | Unclaimed:
     candidates = patterns_for(op.op, patterns)
     if not candidates:
         served = ", ".join(sorted({p.op for p in patterns}))
         return Unclaimed(name=op.name, op=op.op, code="no_pattern",
                          message=f"op kind {op.op!r} is not served by frost (it serves: {served}); left to the caller")
     binding = bind(g, op.name)
-    why = []
+    why: list[str] = []
     for pattern in candidates:
         problem = pattern.mismatch(binding)
         if problem is None:
@@ -57,7 +64,7 @@ def _claim(graph, g, op, patterns: tuple[Pattern, ...]) -> Matched | Unclaimed:
     return Unclaimed(name=op.name, op=op.op, code="pattern_mismatch", message="; ".join(why))
 
 
-def analyze_with(graph, patterns: tuple[Pattern, ...]) -> Analysis:
+def analyze_with(graph: Graph, patterns: tuple[Pattern, ...]) -> Analysis:
     """analyze() against an explicit pattern set (not memoised; for tests and experiments)."""
     g = to_networkx(graph)
     results = [_claim(graph, g, op, patterns) for op in graph.ops]
@@ -66,7 +73,7 @@ def analyze_with(graph, patterns: tuple[Pattern, ...]) -> Analysis:
 
 
 @per_graph
-def analyze(graph) -> Analysis:
+def analyze(graph: Graph) -> Analysis:
     """Matched ops with their Facts, plus the ops frost does not claim and why. Raises GraphError only for a
     malformed graph (a dataflow cycle); everything else is an answer."""
     return analyze_with(graph, PATTERNS)

@@ -11,9 +11,9 @@ from typing import Callable, Union
 from pydantic import BaseModel, ConfigDict
 
 from frost.analyzer.capability import Capability, max_seq_q, packed_rows_fit
-from frost.analyzer.extract import SEQ_STRIDE_LIMIT
 from frost.analyzer.facts import Facts
 from frost.analyzer.targets import ANY_CUDA, serves_target
+from frost.limits import SEQ_STRIDE_LIMIT
 
 Plain = Union[bool, int, float, str, None]
 

@@ -9,13 +9,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from frost.analyzer.facts import Facts
+from frost.analyzer.facts import Facts, MemoryLayout
 from frost.limits import SEQ_STRIDE_LIMIT
-from frost.ir.ops import SdpaBackwardOp, SdpaOp
-from frost.ir.tensors import TensorSpec, contiguous_strides, layout_strides
+from frost.ir.ops import AttentionOp, SdpaBackwardOp, SdpaForwardOp, SdpaOp
+from frost.ir.tensors import Layout, TensorSpec, contiguous_strides, layout_strides
 
-LAYOUTS = ("bshd", "bhsd")      # preference order when a tensor fits several (extent-1 dims make strides ambiguous)
+if TYPE_CHECKING:
+    from frost.ir import Graph
+
+# preference order when a tensor fits several (extent-1 dims make strides ambiguous)
+LAYOUTS: tuple[Layout, ...] = ("bshd", "bhsd")
 INT32_SPAN = 2**31
 
 
@@ -23,7 +28,7 @@ INT32_SPAN = 2**31
 class _Memory:
     """What one tensor's shape, strides and item size say about how it sits in memory."""
 
-    layouts: tuple[str, ...]    # the LAYOUTS its strides fit
+    layouts: tuple[Layout, ...]  # the LAYOUTS its strides fit
     head_dim_contiguous: bool
     strides_16b_aligned: bool
     span: int                   # elements from the first to one past the last one addressed
@@ -44,7 +49,7 @@ def _memory_of(t: TensorSpec) -> _Memory:
     return _memory(t.shape, t.strides if t.strides is not None else contiguous_strides(t.shape), t.itemsize)
 
 
-def _layout(mems: list[_Memory]) -> str:
+def _layout(mems: list[_Memory]) -> MemoryLayout:
     common = [lay for lay in LAYOUTS if all(lay in m.layouts for m in mems)]
     return common[0] if common else "strided"
 
@@ -58,34 +63,37 @@ def _is_thd(t: TensorSpec) -> bool:
     return (t.shape[2] == 1 or strides[2] == 1) and outer_first == [d for d in (1, 0, 2) if d in live]
 
 
-def _sizes(q: TensorSpec, k: TensorSpec, ts: dict, op: SdpaOp) -> tuple[int, int, int, int, int]:
+def _sizes(q: TensorSpec, k: TensorSpec, ts: dict[str, TensorSpec], op: SdpaOp) -> tuple[int, int, int, int, int]:
     """(batch, seq_q, seq_kv, tokens_q, tokens_kv): a dense op's from its (B, H, S, D) shapes; a packed op's from
     its offsets (B), max_len (the longest sequence) and token axis (T)."""
     if op.ragged:
+        # the IR checked it: a ragged op names its offsets, and its q-side and kv-side tensors are ragged
+        assert op.inputs.cu_seqlens_q is not None and q.ragged is not None and k.ragged is not None
         batch = ts[op.inputs.cu_seqlens_q].shape[0] - 1
         return batch, q.ragged.max_len, k.ragged.max_len, q.shape[1], k.shape[1]
     batch, seq_q, seq_kv = q.shape[0], q.shape[2], k.shape[2]
     return batch, seq_q, seq_kv, batch * seq_q, batch * seq_kv
 
 
-def _resolve(graph, op) -> SdpaOp:
+def _resolve(graph: Graph, op: object) -> AttentionOp:
     if isinstance(op, str):
         op = next((o for o in graph.ops if o.name == op), None) or op
-    if not isinstance(op, SdpaOp):
+    if not isinstance(op, (SdpaBackwardOp, SdpaForwardOp)):
         raise TypeError(f"facts_for: got {op!r}; accepted: an attention op of the graph (or its name)")
     return op
 
 
-def _io_names(op: SdpaOp) -> tuple[tuple[str, ...], str, tuple[str, str]]:
+def _io_names(op: AttentionOp) -> tuple[tuple[str, ...], str, tuple[str, str]]:
     """(the op's io tensors (rank 4, or rank 3 when packed), its lse, the two whose sequence strides must stay 32-bit
     addressable)."""
-    ins, outs = op.inputs, op.outputs
     if isinstance(op, SdpaBackwardOp):
+        ins, outs = op.inputs, op.outputs
         return (ins.q, ins.k, ins.v, ins.o, ins.do, outs.dq, outs.dk, outs.dv), ins.lse, (ins.q, ins.do)
-    return (ins.q, ins.k, ins.v, outs.o), outs.lse, (ins.q, outs.o)
+    fwd_ins, fwd_outs = op.inputs, op.outputs
+    return (fwd_ins.q, fwd_ins.k, fwd_ins.v, fwd_outs.o), fwd_outs.lse, (fwd_ins.q, fwd_outs.o)
 
 
-def facts_for(graph, op: SdpaOp | str) -> Facts:
+def facts_for(graph: Graph, op: SdpaOp | str) -> Facts:
     """Describe `op` (an attention op of `graph`, or its name) as Facts. Heads come from the axis before the
     sequence (token) axis and head dims from the last one, so dense (B, H, S, D) and packed (H, T, D) read alike."""
     op = _resolve(graph, op)

@@ -7,26 +7,27 @@ more than analysing it. Entries leave with their graph (weakref callback)."""
 from __future__ import annotations
 
 import weakref
-from functools import wraps
-from typing import Callable, TypeVar
+from functools import partial, wraps
+from typing import Any, Callable, TypeVar
 
+G = TypeVar("G")
 T = TypeVar("T")
 
 
-def per_graph(fn: Callable[[object], T]) -> Callable[[object], T]:
-    cache: dict[int, tuple[weakref.ref, T]] = {}
+def per_graph(fn: Callable[[G], T]) -> Callable[[G], T]:
+    cache: dict[int, tuple[weakref.ref[Any], T]] = {}
 
     @wraps(fn)
-    def cached(graph):
+    def cached(graph: G) -> T:
         key = id(graph)
         hit = cache.get(key)
         if hit is not None and hit[0]() is graph:
             return hit[1]
         value = fn(graph)
-        cache[key] = (weakref.ref(graph, lambda _ref, key=key: _drop(key, _ref)), value)
+        cache[key] = (weakref.ref(graph, partial(_drop, key)), value)
         return value
 
-    def _drop(key: int, ref: weakref.ref) -> None:
+    def _drop(key: int, ref: weakref.ref[Any]) -> None:
         hit = cache.get(key)
         if hit is not None and hit[0] is ref:
             del cache[key]

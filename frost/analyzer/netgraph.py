@@ -7,11 +7,21 @@ Patterns match against this view, so they see the dataflow, not the IR's Python 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Union
+
 from pydantic import BaseModel
 
 from frost.analyzer.memo import per_graph
 
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from frost.ir import Graph
+    from frost.ir.ops import Op
+
 TENSOR, OP = "tensor", "op"   # node keys carry their kind; the IR objects stay in the Graph (no copies here)
+Node = tuple[str, str]
+Edge = tuple[Node, Node, dict[str, tuple[str, ...]]]   # (from, to, {"roles": roles})
 
 
 def op_node(name: str) -> tuple[str, str]:
@@ -23,7 +33,7 @@ def tensor_node(name: str) -> tuple[str, str]:
     return (TENSOR, name)
 
 
-def _roles(ports) -> dict[str, tuple[str, ...]]:
+def _roles(ports: Union[BaseModel, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
     """tensor -> its roles: named fields of a ports model, or positions of a plain tuple."""
     pairs = ports.__dict__.items() if isinstance(ports, BaseModel) else ((str(i), n) for i, n in enumerate(ports))
     out: dict[str, tuple[str, ...]] = {}
@@ -33,7 +43,7 @@ def _roles(ports) -> dict[str, tuple[str, ...]]:
     return out
 
 
-def _edges(op):
+def _edges(op: Op) -> tuple[Edge, ...]:
     node = op_node(op.name)
     reads = ((tensor_node(t), node, {"roles": r}) for t, r in _roles(op.inputs).items())
     writes = ((node, tensor_node(t), {"roles": r}) for t, r in _roles(op.outputs).items())
@@ -41,7 +51,7 @@ def _edges(op):
 
 
 @per_graph
-def to_networkx(graph):
+def to_networkx(graph: Graph) -> nx.DiGraph:
     """The dataflow DiGraph of `graph` (memoised per graph object; treat it as read-only).
 
     The IR has already rejected dataflow cycles, so the result is a DAG."""

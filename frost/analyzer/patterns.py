@@ -5,10 +5,16 @@ of subgraph is a new entry in PATTERNS, not a new branch in the matcher."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from frost.analyzer.extract import facts_for
+from frost.analyzer.facts import Facts
 from frost.analyzer.netgraph import op_node
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+    from frost.ir import Graph
 
 
 @dataclass(frozen=True)
@@ -20,7 +26,7 @@ class Binding:
     writes: dict[str, str]
 
 
-def bind(g, op_name: str) -> Binding:
+def bind(g: nx.DiGraph, op_name: str) -> Binding:
     node = op_node(op_name)
     reads = {r: t[1] for t, edge in g.pred[node].items() for r in edge["roles"]}
     writes = {r: t[1] for t, edge in g.succ[node].items() for r in edge["roles"]}
@@ -38,7 +44,7 @@ class Pattern:
     may: tuple[str, ...] = ()                 # input roles that may be bound
     emits: tuple[str, ...] = ()               # output roles it may write
     where: Callable[[Binding], Optional[str]] = _fits_always   # None = fits, else why not
-    describe: Callable = facts_for            # (graph, op) -> Facts
+    describe: Callable[[Graph, Any], Facts] = facts_for   # (graph, the claimed op) -> Facts
     name: str = field(default="")
 
     @property

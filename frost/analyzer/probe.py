@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from frost.analyzer.analysis import Matched, analyze
 from frost.analyzer.capability import ENGINES, Capability, engine_names, tables_for
 from frost.analyzer.declines import Reason, declines
@@ -10,6 +12,9 @@ from frost.analyzer.facts import Facts
 from frost.analyzer.report import OpSupport, SupportReport
 from frost.analyzer.targets import normalise_target
 from frost.errors import EngineError
+
+if TYPE_CHECKING:
+    from frost.ir import Graph
 
 
 def engines_named(engine: str | None) -> tuple[Capability, ...]:
@@ -40,7 +45,7 @@ def _op_support(m: Matched, target: str, engines: tuple[Capability, ...]) -> OpS
                      declined=declined, facts=m.facts)
 
 
-def probe(graph, target: str, engines: tuple[Capability, ...] = ENGINES) -> SupportReport:
+def probe(graph: Graph, target: str, engines: tuple[Capability, ...] = ENGINES) -> SupportReport:
     """Can frost serve `graph` on `target` ("cpu", "cuda", "sm_90", "sm_120a", ...)? `engines` pins or reorders
     the candidates (e.g. (CUTE_SM120,) to ask about the kernels alone). Raises TargetError for an unknown target
     and GraphError for a malformed graph; never for an unsupported one."""

@@ -7,6 +7,7 @@ The gate is pure host work on a handful of Python values, so it runs on every ca
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -27,10 +28,10 @@ class Options:
     causal: bool
     left: Bound
     right: Bound
-    alignment: str
+    alignment: spec.Alignment
     deterministic: Optional[bool] = None
 
-    def mask(self) -> tuple:
+    def mask(self) -> tuple[Optional[float], bool, Bound, Bound, spec.Alignment]:
         """The part of the options that describes the math (a plan key holds it)."""
         return (self.softmax_scale, self.causal, self.left, self.right, self.alignment)
 
@@ -44,10 +45,10 @@ def tensor(name: str, value: Any, optional: bool = False) -> Optional[torch.Tens
     return value
 
 
-def tensors(values: dict[str, Any], packed: bool) -> dict[str, torch.Tensor]:
+def tensors(values: Mapping[str, object], packed: bool) -> dict[str, torch.Tensor]:
     """The call's tensors by IR role, each checked by tensor() under its caller name; absent optional ones left
     out."""
-    checked = {}
+    checked: dict[str, torch.Tensor] = {}
     for role, value in values.items():
         role_spec = spec.ROLES[role]
         t = tensor(role_spec.name(packed), value, optional=role_spec.optional)
@@ -78,7 +79,7 @@ def scale(value: Any) -> Optional[float]:
     return None if value is None else float(value)
 
 
-def alignment(value: Any) -> str:
+def alignment(value: Any) -> spec.Alignment:
     if not isinstance(value, str):
         raise ArgumentTypeError("causal_alignment", value, spec.OPTION["causal_alignment"].accepted)
     if value not in spec.ALIGNMENTS:
@@ -117,12 +118,12 @@ def host_int(name: str, value: Any) -> int:
     if isinstance(value, (bool, torch.Tensor)):
         raise ArgumentTypeError(name, value, accepted)
     try:
-        value = operator.index(value)
+        n = operator.index(value)
     except TypeError:
         raise ArgumentTypeError(name, value, accepted) from None
-    if value < 0:
-        raise TensorError(name, value, accepted)
-    return value
+    if n < 0:
+        raise TensorError(name, n, accepted)
+    return n
 
 
 def options(softmax_scale: Any, causal: Any, window_size: Any, causal_alignment: Any,

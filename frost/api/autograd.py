@@ -10,7 +10,8 @@ arguments of a type the op's schema does not admit are refused by torch's dispat
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Optional, Union
+from collections.abc import Sequence
+from typing import Any, Callable, Hashable, Literal, Optional, Union, overload
 
 import torch
 from torch import Tensor
@@ -22,6 +23,7 @@ from frost.api.functional import Scale, Window
 from frost.api.layout import DENSE, PACKED, Layout
 from frost.api.target import target_of
 from frost.errors import FrostError, NotSupported
+from frost.spec import Alignment, Kind
 
 _NO_SINK = (0,)  # dsink's shape when there is no sink (a custom op cannot return None)
 
@@ -31,7 +33,8 @@ class CheckedKeys:
     set is emptied when it holds ``limit`` keys)."""
 
     def __init__(self, limit: int = 4096) -> None:
-        self.limit, self._keys = limit, set()   # type: set[Hashable]
+        self.limit = limit
+        self._keys: set[Hashable] = set()
 
     def once(self, key: Hashable, check: Callable[[], None]) -> None:
         """Run ``check()`` unless ``key`` passed it already; remember the key when it passes."""
@@ -46,9 +49,11 @@ class CheckedKeys:
 _checked = CheckedKeys()
 
 
-def _call(kind, q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q, seq_len_kv, sink,
-          softmax_scale, causal, window_left, window_right, causal_alignment, deterministic,
-          extra: Optional[dict] = None) -> Call:
+def _call(kind: Kind, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
+          cu_seqlens_kv: Optional[Tensor], max_seqlen_q: int, max_seqlen_kv: int, seq_len_q: Optional[Tensor],
+          seq_len_kv: Optional[Tensor], sink: Optional[Tensor], softmax_scale: Optional[float], causal: bool,
+          window_left: Optional[int], window_right: Optional[int], causal_alignment: str,
+          deterministic: Optional[bool], extra: Optional[dict[str, Optional[Tensor]]] = None) -> Call:
     """An op's arguments through the gate, as the Call of its layout (packed iff cu_seqlens_q is given)."""
     layout = PACKED if cu_seqlens_q is not None else DENSE
     options = gate.options(softmax_scale, causal, (window_left, window_right), causal_alignment, deterministic)
@@ -78,8 +83,11 @@ def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Te
 
 
 @attention_backward_op.register_fake
-def _(q, k, v, out, dout, lse, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q, seq_len_kv, sink,
-      softmax_scale, causal, window_left, window_right, causal_alignment, deterministic, dlse=None):
+def _(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor, cu_seqlens_q: Optional[Tensor],
+      cu_seqlens_kv: Optional[Tensor], max_seqlen_q: int, max_seqlen_kv: int, seq_len_q: Optional[Tensor],
+      seq_len_kv: Optional[Tensor], sink: Optional[Tensor], softmax_scale: Optional[float], causal: bool,
+      window_left: Optional[int], window_right: Optional[int], causal_alignment: str, deterministic: bool,
+      dlse: Optional[Tensor] = None) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     dsink_shape = sink.shape if sink is not None else _NO_SINK
     return (torch.empty_like(q), torch.empty_like(k), torch.empty_like(v),
             q.new_empty(dsink_shape, dtype=torch.float32))
@@ -101,8 +109,11 @@ def attention_forward_op(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional
 
 
 @attention_forward_op.register_fake
-def _(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q, seq_len_kv, sink, softmax_scale,
-      causal, window_left, window_right, causal_alignment, deterministic=None):
+def _(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_kv: Optional[Tensor],
+      max_seqlen_q: int, max_seqlen_kv: int, seq_len_q: Optional[Tensor], seq_len_kv: Optional[Tensor],
+      sink: Optional[Tensor], softmax_scale: Optional[float], causal: bool, window_left: Optional[int],
+      window_right: Optional[int], causal_alignment: str, deterministic: Optional[bool] = None
+      ) -> tuple[Tensor, Tensor]:
     concrete = _concrete(q, k, v, cu_seqlens_q, cu_seqlens_kv, seq_len_q, seq_len_kv, sink) and \
         all(isinstance(n, int) for n in (max_seqlen_q, max_seqlen_kv))
     if concrete:   # symbolic shapes are checked when the op runs
@@ -153,11 +164,12 @@ def _concrete(*tensors: Optional[Tensor]) -> bool:
     return all(isinstance(n, int) for t in tensors if t is not None for n in (*t.shape, *t.stride()))
 
 
-def _meta_like(shape, dtype) -> Tensor:
+def _meta_like(shape: Sequence[int], dtype: torch.dtype) -> Tensor:
     return torch.empty(tuple(shape), dtype=dtype, device="meta")
 
 
-def _setup_context(ctx, inputs, output) -> None:
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor]) -> None:
+    """Keep what the backward reads (ctx is torch's autograd context object: it takes any attribute)."""
     q, k, v, cu_q, cu_kv, max_q, max_kv, seq_len_q, seq_len_kv, sink, *options = inputs
     out, lse = output
     ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_kv, seq_len_q, seq_len_kv, sink)
@@ -167,7 +179,7 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.set_materialize_grads(False)   # an unused output's gradient comes as None (no dlse pass for it)
 
 
-def _backward(ctx, grad_out, grad_lse):
+def _backward(ctx: Any, grad_out: Optional[Tensor], grad_lse: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
     """Gradients for q, k, v and sink, including what flows in through the returned lse (grad_lse: None when the
     loss does not use it). Deterministic as asked at the forward, or (None) as torch says now."""
     q, k, v, out, lse, cu_q, cu_kv, seq_len_q, seq_len_kv, sink = ctx.saved_tensors
@@ -192,8 +204,11 @@ def _dense(t: Tensor) -> Tensor:
 attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
 
 
-def _attention(layout: Layout, q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q,
-               seq_len_kv, sink, softmax_scale, causal, window_size, causal_alignment, return_lse, deterministic):
+def _attention(layout: Layout, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
+               cu_seqlens_kv: Optional[Tensor], max_seqlen_q: int, max_seqlen_kv: int, seq_len_q: Optional[Tensor],
+               seq_len_kv: Optional[Tensor], sink: Optional[Tensor], softmax_scale: Scale, causal: bool,
+               window_size: Window, causal_alignment: Alignment, return_lse: bool,
+               deterministic: Optional[bool]) -> Union[Tensor, tuple[Tensor, Tensor]]:
     options = gate.options(softmax_scale, causal, window_size, causal_alignment, deterministic)
     return_lse = gate.strict_bool("return_lse", return_lse)
     names = dict(q=q, k=k, v=v, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink)
@@ -202,6 +217,8 @@ def _attention(layout: Layout, q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_
         max_seqlen_q, max_seqlen_kv = gate.host_int("max_seqlen_q", max_seqlen_q), \
             gate.host_int("max_seqlen_kv", max_seqlen_kv)
     gate.tensors(names, layout.packed)
+    out: Tensor
+    lse: Tensor
     out, lse = torch.ops.frost.attention_forward(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
                                                  seq_len_q, seq_len_kv, sink, options.softmax_scale, options.causal,
                                                  options.left, options.right, options.alignment,
@@ -209,8 +226,26 @@ def _attention(layout: Layout, q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_
     return (out, lse) if return_lse else out
 
 
+# return_lse picks the return type for a type checker: out alone, or (out, lse)
+@overload
+def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: Scale = ..., causal: bool = ...,
+              window_size: Window = ..., causal_alignment: Alignment = ..., seq_len_q: Optional[Tensor] = ...,
+              seq_len_kv: Optional[Tensor] = ..., sink: Optional[Tensor] = ...,
+              return_lse: Literal[False] = ..., deterministic: Optional[bool] = ...) -> Tensor: ...
+@overload
+def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: Scale = ..., causal: bool = ...,
+              window_size: Window = ..., causal_alignment: Alignment = ..., seq_len_q: Optional[Tensor] = ...,
+              seq_len_kv: Optional[Tensor] = ..., sink: Optional[Tensor] = ...,
+              return_lse: Literal[True], deterministic: Optional[bool] = ...) -> tuple[Tensor, Tensor]: ...
+@overload
+def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: Scale = ..., causal: bool = ...,
+              window_size: Window = ..., causal_alignment: Alignment = ..., seq_len_q: Optional[Tensor] = ...,
+              seq_len_kv: Optional[Tensor] = ..., sink: Optional[Tensor] = ...,
+              return_lse: bool, deterministic: Optional[bool] = ...) -> Union[Tensor, tuple[Tensor, Tensor]]: ...
+
+
 def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: Scale = None, causal: bool = False,
-              window_size: Window = (None, None), causal_alignment: str = "top_left",
+              window_size: Window = (None, None), causal_alignment: Alignment = "top_left",
               seq_len_q: Optional[Tensor] = None, seq_len_kv: Optional[Tensor] = None, sink: Optional[Tensor] = None,
               return_lse: bool = False, deterministic: Optional[bool] = None) -> Union[Tensor, tuple[Tensor, Tensor]]:
     """Attention on (B, S, H, D) tensors with a frost backward: out (B, Sq, Hq, Dv), and lse (B, Hq, Sq) fp32 when
@@ -223,9 +258,29 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: Scale = None, c
                       window_size, causal_alignment, return_lse, deterministic)
 
 
+@overload
+def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_kv: Tensor,
+                     max_seqlen_q: int, max_seqlen_kv: int, *, softmax_scale: Scale = ..., causal: bool = ...,
+                     window_size: Window = ..., causal_alignment: Alignment = ..., seqused_q: Optional[Tensor] = ...,
+                     seqused_kv: Optional[Tensor] = ..., sink: Optional[Tensor] = ...,
+                     return_lse: Literal[False] = ..., deterministic: Optional[bool] = ...) -> Tensor: ...
+@overload
+def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_kv: Tensor,
+                     max_seqlen_q: int, max_seqlen_kv: int, *, softmax_scale: Scale = ..., causal: bool = ...,
+                     window_size: Window = ..., causal_alignment: Alignment = ..., seqused_q: Optional[Tensor] = ...,
+                     seqused_kv: Optional[Tensor] = ..., sink: Optional[Tensor] = ...,
+                     return_lse: Literal[True], deterministic: Optional[bool] = ...) -> tuple[Tensor, Tensor]: ...
+@overload
+def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_kv: Tensor,
+                     max_seqlen_q: int, max_seqlen_kv: int, *, softmax_scale: Scale = ..., causal: bool = ...,
+                     window_size: Window = ..., causal_alignment: Alignment = ..., seqused_q: Optional[Tensor] = ...,
+                     seqused_kv: Optional[Tensor] = ..., sink: Optional[Tensor] = ...,
+                     return_lse: bool, deterministic: Optional[bool] = ...) -> Union[Tensor, tuple[Tensor, Tensor]]: ...
+
+
 def attention_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_kv: Tensor,
                      max_seqlen_q: int, max_seqlen_kv: int, *, softmax_scale: Scale = None, causal: bool = False,
-                     window_size: Window = (None, None), causal_alignment: str = "top_left",
+                     window_size: Window = (None, None), causal_alignment: Alignment = "top_left",
                      seqused_q: Optional[Tensor] = None, seqused_kv: Optional[Tensor] = None,
                      sink: Optional[Tensor] = None, return_lse: bool = False,
                      deterministic: Optional[bool] = None) -> Union[Tensor, tuple[Tensor, Tensor]]:

@@ -10,7 +10,7 @@ reference engine serves it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Hashable, Optional, Union
 
 import torch
 
@@ -21,7 +21,8 @@ from frost.api.plans import build_plan, compiler_tag
 from frost.api.layout import Layout
 from frost.api.target import target_of
 from frost.errors import FrostError, TensorError
-from frost.ir import Graph, SdpaBackwardOp, SdpaForwardInputs, SdpaForwardOp, SdpaForwardOutputs, SdpaInputs, SdpaOutputs
+from frost.ir import (ForwardAttrs, Graph, SdpaBackwardOp, SdpaForwardInputs, SdpaForwardOp, SdpaForwardOutputs,
+                      SdpaInputs, SdpaOutputs)
 from frost.lowering.plan_cache import PLANS
 
 
@@ -32,25 +33,26 @@ class Call:
 
     kind: spec.Kind
     layout: Layout
-    given: dict
+    given: dict[str, torch.Tensor]
     options: Options
     max_seqlens: Optional[tuple[int, int]] = None
     deterministic: bool = False
 
-    def key(self) -> tuple:
+    def key(self) -> tuple[Hashable, ...]:
         """The plan-cache key: everything the plan depends on."""
         metas = tuple((r, t.dtype, t.shape, t.stride(), t.device) for r, t in self.given.items())
         return (self.kind, self.layout.name, self.options.mask(), self.max_seqlens, self.deterministic,
                 compiler_tag(), *metas)
 
-    def graph(self, outputs: dict) -> Graph:
+    def graph(self, outputs: dict[str, torch.Tensor]) -> Graph:
         """The call's one-op graph in logical shapes, tensors named by IR role (as the plan's fast path expects)."""
         tensors = self.given | outputs
         specs = {r: self.layout.tensor_spec(r, t, self.max_seqlens) for r, t in tensors.items()}
         o = self.options
-        mask = dict(attn_scale=o.softmax_scale, causal=o.causal, alignment=o.alignment, band_left=o.left,
-                    band_right=o.right)
+        mask: ForwardAttrs = dict(attn_scale=o.softmax_scale, causal=o.causal, alignment=o.alignment,
+                                  band_left=o.left, band_right=o.right)
         named = {r: r for r in self.given if r not in ("q", "k", "v")}
+        op: Union[SdpaForwardOp, SdpaBackwardOp]
         if self.kind == "forward":
             op = SdpaForwardOp(name="attn", inputs=SdpaForwardInputs(q="q", k="k", v="v", **named),
                                outputs=SdpaForwardOutputs(o="o", lse="lse"), **mask)
@@ -62,7 +64,7 @@ class Call:
         suffix = "_varlen" if self.layout.packed else ""
         return Graph(name=f"sdpa_{self.kind}{suffix}", tensors=tuple(specs.values()), ops=(op,))
 
-    def checked_graph(self, outputs: dict) -> Graph:
+    def checked_graph(self, outputs: dict[str, torch.Tensor]) -> Graph:
         """graph(), after the caller-terms checks; an IR error that still fires is renamed to the caller's
         arguments."""
         check_tensors(self.given, self.layout.packed)
@@ -72,7 +74,7 @@ class Call:
             raise in_caller_terms(exc, self.layout.packed) from exc
 
 
-def run(call: Call, make_outputs: Callable[[], dict]) -> dict:
+def run(call: Call, make_outputs: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """Fresh outputs (by role) filled through the call's plan. A new key's tensors are checked before anything is
     allocated from their shapes."""
     device = call.given["q"].device

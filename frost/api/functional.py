@@ -24,6 +24,7 @@ from torch import Tensor
 from frost.api import arguments as gate
 from frost.api.calls import Call, backward, forward
 from frost.api.layout import DENSE, PACKED
+from frost.spec import Alignment
 
 Window = tuple[Optional[int], Optional[int]]
 Grads = tuple[Tensor, Tensor, Tensor, Optional[Tensor]]
@@ -31,7 +32,7 @@ Scale = Union[float, int, None]
 
 
 def sdpa_forward(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: Scale = None, causal: bool = False,
-                 window_size: Window = (None, None), causal_alignment: str = "top_left",
+                 window_size: Window = (None, None), causal_alignment: Alignment = "top_left",
                  seq_len_q: Optional[Tensor] = None, seq_len_kv: Optional[Tensor] = None,
                  sink: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """Attention forward -> (out (B, Sq, Hq, Dv) contiguous in q's dtype, lse (B, Hq, Sq) fp32)."""
@@ -42,7 +43,7 @@ def sdpa_forward(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: Scale = None
 
 def sdpa_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor, *,
                   softmax_scale: Scale = None, causal: bool = False, window_size: Window = (None, None),
-                  causal_alignment: str = "top_left", seq_len_q: Optional[Tensor] = None,
+                  causal_alignment: Alignment = "top_left", seq_len_q: Optional[Tensor] = None,
                   seq_len_kv: Optional[Tensor] = None, sink: Optional[Tensor] = None,
                   deterministic: Optional[bool] = None, dlse: Optional[Tensor] = None) -> Grads:
     """Attention backward -> (dq, dk, dv laid out like q, k, v; dsink fp32 (Hq,) or None without a sink). dlse
@@ -56,7 +57,7 @@ def sdpa_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, ls
 
 def sdpa_forward_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_kv: Tensor,
                         max_seqlen_q: int, max_seqlen_kv: int, *, softmax_scale: Scale = None, causal: bool = False,
-                        window_size: Window = (None, None), causal_alignment: str = "top_left",
+                        window_size: Window = (None, None), causal_alignment: Alignment = "top_left",
                         seqused_q: Optional[Tensor] = None, seqused_kv: Optional[Tensor] = None,
                         sink: Optional[Tensor] = None) -> tuple[Tensor, Tensor]:
     """Packed attention forward -> (out (Tq, Hq, Dv) in q's dtype, lse (Hq, Tq) fp32). Tokens outside every
@@ -71,7 +72,7 @@ def sdpa_forward_varlen(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, c
 def sdpa_backward_varlen(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor,
                          cu_seqlens_q: Tensor, cu_seqlens_kv: Tensor, max_seqlen_q: int, max_seqlen_kv: int, *,
                          softmax_scale: Scale = None, causal: bool = False, window_size: Window = (None, None),
-                         causal_alignment: str = "top_left", seqused_q: Optional[Tensor] = None,
+                         causal_alignment: Alignment = "top_left", seqused_q: Optional[Tensor] = None,
                          seqused_kv: Optional[Tensor] = None, sink: Optional[Tensor] = None,
                          deterministic: Optional[bool] = None, dlse: Optional[Tensor] = None) -> Grads:
     """Packed attention backward -> (dq, dk, dv like q, k, v, with exact zeros on tokens outside every sequence;

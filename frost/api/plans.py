@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Hashable, Optional
 
 from frost.analyzer import ENGINES, normalise_target
 from frost.analyzer.memo import per_graph
+from frost.analyzer.report import OpSupport, SupportReport
 from frost.errors import NotSupported
+from frost.ir import Graph
 from frost.lowering.compiler import get_compiler
 from frost.lowering.engines import ADAPTERS
 from frost.lowering.lower import lower_graph
@@ -20,11 +23,11 @@ from frost.lowering.report_cache import probe_with_disk_cache
 
 log = logging.getLogger("frost")
 PREFERRED = ENGINES[0].engine
-_logged: set = set()
+_logged: set[Hashable] = set()
 _logged_lock = threading.Lock()
 
 
-def compile(graph, *, target: str | None = None, engine: str | None = None) -> Plan:  # noqa: A001 -- public name
+def compile(graph: Graph, *, target: str | None = None, engine: str | None = None) -> Plan:  # noqa: A001 -- public name
     """Compile `graph` for `target` (None: this machine, frost.detect_target()). `engine=None` takes the
     probe's choice per op; a name ("reference", "cute_sm120") pins it, and raises NotSupported (carrying the
     report) when that engine declines. Ops frost does not claim stay the caller's to run (plan.report.unclaimed
@@ -44,7 +47,7 @@ def _detect() -> str:
 
 
 @per_graph
-def _graph_text(graph) -> str | None:
+def _graph_text(graph: Graph) -> str | None:
     """The graph's JSON, its plan-cache identity (memoised per graph object: a loop re-compiling one graph pays a
     dict lookup; equal graphs built anew still share a plan)."""
     try:
@@ -53,7 +56,7 @@ def _graph_text(graph) -> str | None:
         return None
 
 
-def _plan_key(graph, target: str, engine: str | None):
+def _plan_key(graph: Graph, target: str, engine: str | None) -> Optional[tuple[Hashable, ...]]:
     text = _graph_text(graph)
     return None if text is None else ("graph", text, target, engine, compiler_tag())
 
@@ -63,7 +66,7 @@ def compiler_tag() -> int:
     return id(get_compiler(PREFERRED)) if PREFERRED in ADAPTERS else 0
 
 
-def build_plan(graph, target: str, engine: str | None = None) -> Plan:
+def build_plan(graph: Graph, target: str, engine: str | None = None) -> Plan:
     """compile() without the plan cache (callers with their own cache key, like the functional API)."""
     target = normalise_target(target)
     report = probe_with_disk_cache(graph, target, _graph_text(graph))
@@ -76,7 +79,7 @@ def build_plan(graph, target: str, engine: str | None = None) -> Plan:
     return lower_graph(graph, target, choices, report)
 
 
-def _engine_for(s, pin: str | None, report) -> str:
+def _engine_for(s: OpSupport, pin: str | None, report: SupportReport) -> str:
     if pin is None:
         if s.engine is None:
             raise NotSupported(f"no engine serves op {s.name!r} on {report.target}\n{report.to_text()}", report)
@@ -90,7 +93,7 @@ def _engine_for(s, pin: str | None, report) -> str:
     return pin
 
 
-def _note_fallback(s, chosen: str, target: str) -> None:
+def _note_fallback(s: OpSupport, chosen: str, target: str) -> None:
     """Log (once per distinct reasons) that a GPU target fell back from the kernels to the reference engine."""
     reasons = s.declined.get(PREFERRED, ())
     if target == "cpu" or chosen == PREFERRED or not reasons:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from frost.analyzer import SupportReport, probe
 from frost.analyzer.probe import engines_named
+from frost.ir import Graph
 
 
-def check_support(graph, target: str | None = None, *, engine: str | None = None) -> SupportReport:
+def check_support(graph: Graph, target: str | None = None, *, engine: str | None = None) -> SupportReport:
     """Which engine would serve each attention op of `graph` on `target`, and every reason the others decline.
 
     target None asks about this machine (detect_target(): "cpu" when there is no CUDA device). engine None asks

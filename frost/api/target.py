@@ -3,12 +3,16 @@ tensor's device, memoised. Outside the analyzer because it may import torch (laz
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Union
 
-_targets: dict[Any, str] = {}
+if TYPE_CHECKING:
+    import torch
+
+Device = Union["torch.device", str, int]   # what torch.device() accepts
+_targets: dict[Device | None, str] = {}
 
 
-def detect_target(device=None) -> str:
+def detect_target(device: Device | None = None) -> str:
     """"cpu" without an importable torch, a CUDA device, or for a non-CUDA `device`; else "sm_<major><minor>" of
     `device` (default: the current CUDA device)."""
     try:
@@ -21,7 +25,7 @@ def detect_target(device=None) -> str:
     return f"sm_{major}{minor}"
 
 
-def target_of(device) -> str:
+def target_of(device: Device) -> str:
     """The probe target for tensors on ``device`` ("cpu", or sm_XY of that CUDA device), memoised per device."""
     target = _targets.get(device)
     if target is None:

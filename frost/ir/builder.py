@@ -2,14 +2,48 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict, Union
 
 from frost.errors import GraphError
 from frost.ir.graph import Graph
 from frost.ir.pydantic_errors import as_graph_errors
-from frost.ir.ops import (STRUCTURED_OPS, Alignment, GenericOp, SdpaBackwardOp, SdpaForwardInputs,
-                          SdpaForwardOp, SdpaForwardOutputs, SdpaInputs, SdpaOutputs)
+from frost.ir.ops import (STRUCTURED_OPS, GenericOp, SdpaBackwardOp, SdpaForwardInputs, SdpaForwardOp,
+                          SdpaForwardOutputs, SdpaInputs, SdpaOutputs)
 from frost.ir.tensors import LAYOUTS, DType, Layout, Ragged, TensorSpec, layout_strides
+from frost.spec import Alignment
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class ForwardAttrs(TypedDict, total=False):
+    """The attributes of an attention op that the one-call graph functions pass on (**op_attrs)."""
+
+    attn_scale: float | None
+    causal: bool
+    alignment: Alignment
+    band_left: int | None
+    band_right: int | None
+
+
+class BackwardAttrs(ForwardAttrs, total=False):
+    deterministic: bool
+
+
+class _ForwardPorts(TypedDict, total=False):
+    """The optional inputs of a one-call graph's forward, by keyword (tensor names)."""
+
+    sink: str
+    seq_len_q: str
+    seq_len_kv: str
+    cu_seqlens_q: str
+    cu_seqlens_kv: str
+
+
+class _BackwardPorts(_ForwardPorts, total=False):
+    dlse: str
 
 
 @dataclass(frozen=True)
@@ -36,7 +70,7 @@ class GraphBuilder:
     def __init__(self, name: str = "graph") -> None:
         self.name = name
         self._tensors: dict[str, TensorSpec] = {}
-        self._ops: list = []
+        self._ops: list[Union[SdpaBackwardOp, SdpaForwardOp, GenericOp]] = []
 
     def tensor(self, name: str, shape: tuple[int, ...], dtype: DType, *, layout: Layout = "bhsd",
                strides: tuple[int, ...] | None = None, ragged: Ragged | None = None) -> str:
@@ -66,7 +100,7 @@ class GraphBuilder:
                                  ragged=ref.ragged))
         return name
 
-    def _check_refs(self, kind: str, name: str, refs) -> None:
+    def _check_refs(self, kind: str, name: str, refs: Iterable[str | None]) -> None:
         for ref in refs:
             if ref is not None and ref not in self._tensors:
                 raise GraphError(f"{kind} {name!r} tensor reference", ref,
@@ -143,7 +177,8 @@ class GraphBuilder:
             ))
         return grads
 
-    def op(self, op: str, name: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = (), **attrs) -> None:
+    def op(self, op: str, name: str, inputs: tuple[str, ...] = (), outputs: tuple[str, ...] = (),
+           **attrs: Any) -> None:
         """Add a node frost does not serve itself (it stays in the graph, reported as unclaimed)."""
         if op in STRUCTURED_OPS:
             raise GraphError(f"op {name!r}.op", op, "any other op kind (declare attention with "
@@ -159,7 +194,7 @@ class GraphBuilder:
 def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, heads_kv: int | None = None,
                         seq_kv: int | None = None, head_dim_v: int | None = None, dtype: DType = "bfloat16",
                         layout: Layout = "bshd", sink: bool = False, padded: bool = False, dlse: bool = False,
-                        **op_attrs) -> Graph:
+                        **op_attrs: Unpack[BackwardAttrs]) -> Graph:
     """The common one-op graph, declared in one call (used by the demo, the functional API and tests)."""
     hkv = heads_kv or heads_q
     skv = seq_q if seq_kv is None else seq_kv
@@ -171,7 +206,7 @@ def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, 
     o = b.tensor("o", (batch, heads_q, seq_q, dv), dtype, layout=layout)
     do = b.tensor("do", (batch, heads_q, seq_q, dv), dtype, layout=layout)
     lse = b.tensor("lse", (batch, heads_q, seq_q), "float32")
-    extras = {}
+    extras: _BackwardPorts = {}
     if sink:
         extras["sink"] = b.tensor("sink", (heads_q,), "float32")
     if dlse:
@@ -185,7 +220,8 @@ def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, 
 
 def sdpa_forward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, heads_kv: int | None = None,
                        seq_kv: int | None = None, head_dim_v: int | None = None, dtype: DType = "bfloat16",
-                       layout: Layout = "bshd", sink: bool = False, padded: bool = False, **op_attrs) -> Graph:
+                       layout: Layout = "bshd", sink: bool = False, padded: bool = False,
+                       **op_attrs: Unpack[ForwardAttrs]) -> Graph:
     """The common one-op forward graph, declared in one call; its outputs are "attn.o" and "attn.lse"."""
     hkv = heads_kv or heads_q
     skv = seq_q if seq_kv is None else seq_kv
@@ -193,7 +229,7 @@ def sdpa_forward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, h
     q = b.tensor("q", (batch, heads_q, seq_q, head_dim), dtype, layout=layout)
     k = b.tensor("k", (batch, hkv, skv, head_dim), dtype, layout=layout)
     v = b.tensor("v", (batch, hkv, skv, head_dim_v or head_dim), dtype, layout=layout)
-    extras = {}
+    extras: _ForwardPorts = {}
     if sink:
         extras["sink"] = b.tensor("sink", (heads_q,), "float32")
     if padded:
@@ -203,30 +239,32 @@ def sdpa_forward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, h
     return b.build()
 
 
-def _varlen_side(b: GraphBuilder, batch: int, max_len_q: int, max_len_kv: int, seqused: bool
-                 ) -> tuple[Ragged, Ragged, dict]:
-    """Declare the offsets (and seqused lengths) of a packed one-op graph; returns the two Ragged and the op's
-    keyword inputs."""
-    extras = {"cu_seqlens_q": b.tensor("cu_seqlens_q", (batch + 1,), "int32"),
-              "cu_seqlens_kv": b.tensor("cu_seqlens_kv", (batch + 1,), "int32")}
+def _varlen_side(b: GraphBuilder, extras: _ForwardPorts, batch: int, max_len_q: int, max_len_kv: int,
+                 seqused: bool) -> tuple[Ragged, Ragged]:
+    """Declare the offsets (and seqused lengths) of a packed one-op graph, adding them to the op's keyword inputs
+    `extras`; returns the two Ragged."""
+    extras["cu_seqlens_q"] = b.tensor("cu_seqlens_q", (batch + 1,), "int32")
+    extras["cu_seqlens_kv"] = b.tensor("cu_seqlens_kv", (batch + 1,), "int32")
     if seqused:
         extras["seq_len_q"] = b.tensor("seq_len_q", (batch,), "int32")
         extras["seq_len_kv"] = b.tensor("seq_len_kv", (batch,), "int32")
-    return Ragged(offsets="cu_seqlens_q", max_len=max_len_q), Ragged(offsets="cu_seqlens_kv", max_len=max_len_kv), extras
+    return Ragged(offsets="cu_seqlens_q", max_len=max_len_q), Ragged(offsets="cu_seqlens_kv", max_len=max_len_kv)
 
 
 def sdpa_backward_varlen_graph(batch: int, heads_q: int, tokens_q: int, max_len_q: int, head_dim: int, *,
                                heads_kv: int | None = None, tokens_kv: int | None = None,
                                max_len_kv: int | None = None, head_dim_v: int | None = None,
                                dtype: DType = "bfloat16", layout: Layout = "bshd", sink: bool = False,
-                               seqused: bool = False, dlse: bool = False, **op_attrs) -> Graph:
+                               seqused: bool = False, dlse: bool = False,
+                               **op_attrs: Unpack[BackwardAttrs]) -> Graph:
     """The one-op backward over packed sequences (B of them, tokens_q query tokens in all), declared in one call:
     q (Hq, Tq, D) ragged over "cu_seqlens_q", k/v over "cu_seqlens_kv", packed THD ("bshd") by default, lse (Hq, Tq)
     head-major; `seqused` adds per-sequence valid lengths as "seq_len_q" / "seq_len_kv"."""
     hkv, dv = heads_kv or heads_q, head_dim_v or head_dim
     tkv, mkv = tokens_kv or tokens_q, max_len_kv if max_len_kv is not None else max_len_q
     b = GraphBuilder("sdpa_backward_varlen")
-    rq, rkv, extras = _varlen_side(b, batch, max_len_q, mkv, seqused)
+    extras: _BackwardPorts = {}
+    rq, rkv = _varlen_side(b, extras, batch, max_len_q, mkv, seqused)
     q = b.tensor("q", (heads_q, tokens_q, head_dim), dtype, layout=layout, ragged=rq)
     k = b.tensor("k", (hkv, tkv, head_dim), dtype, layout=layout, ragged=rkv)
     v = b.tensor("v", (hkv, tkv, dv), dtype, layout=layout, ragged=rkv)
@@ -245,13 +283,14 @@ def sdpa_forward_varlen_graph(batch: int, heads_q: int, tokens_q: int, max_len_q
                               heads_kv: int | None = None, tokens_kv: int | None = None,
                               max_len_kv: int | None = None, head_dim_v: int | None = None,
                               dtype: DType = "bfloat16", layout: Layout = "bshd", sink: bool = False,
-                              seqused: bool = False, **op_attrs) -> Graph:
+                              seqused: bool = False, **op_attrs: Unpack[ForwardAttrs]) -> Graph:
     """The one-op forward over packed sequences, declared in one call (names as sdpa_backward_varlen_graph); its
     outputs are "attn.o" (Hq, Tq, Dv), laid out like q, and "attn.lse" (Hq, Tq) head-major."""
     hkv = heads_kv or heads_q
     tkv, mkv = tokens_kv or tokens_q, max_len_kv if max_len_kv is not None else max_len_q
     b = GraphBuilder("sdpa_forward_varlen")
-    rq, rkv, extras = _varlen_side(b, batch, max_len_q, mkv, seqused)
+    extras: _ForwardPorts = {}
+    rq, rkv = _varlen_side(b, extras, batch, max_len_q, mkv, seqused)
     q = b.tensor("q", (heads_q, tokens_q, head_dim), dtype, layout=layout, ragged=rq)
     k = b.tensor("k", (hkv, tkv, head_dim), dtype, layout=layout, ragged=rkv)
     v = b.tensor("v", (hkv, tkv, head_dim_v or head_dim), dtype, layout=layout, ragged=rkv)

@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, model_validator
 
 from frost.errors import GraphError
 from frost.ir.pydantic_errors import as_graph_errors
-from frost.ir.ops import GenericOp, Op, SdpaBackwardOp, SdpaForwardOp, SdpaOp
+from frost.ir.ops import AttentionOp, GenericOp, Op, SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import TensorSpec, check_tensor
 from frost.ir.validate import check_sdpa_backward, check_sdpa_forward
 from frost.ir.validate_ragged import check_ragged_references
@@ -36,7 +36,7 @@ class Graph(BaseModel):
     def tensor_map(self) -> dict[str, TensorSpec]:
         return {t.name: t for t in self.tensors}
 
-    def sdpa_ops(self) -> list[SdpaOp]:
+    def sdpa_ops(self) -> list[AttentionOp]:
         """The attention ops (sdpa_forward and sdpa_backward), in graph order."""
         return [op for op in self.ops if isinstance(op, SdpaOp)]
 

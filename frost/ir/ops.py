@@ -65,14 +65,15 @@ class SdpaForwardOutputs(BaseModel):
 class SdpaOp(BaseModel):
     """What every attention op shares: its name, ports, scale and mask. Mask: keep key j iff j in
     [diag - band_left, diag + band_right] (None = unbounded); causal means band_right defaults to 0 (a larger
-    band_right widens it). diag = i (top_left) or i + skv - sq. Subclasses narrow `op`, `inputs` and `outputs`
-    (their fields keep this order in JSON)."""
+    band_right widens it). diag = i (top_left) or i + skv - sq. Subclasses narrow `op`, `inputs` and `outputs` to
+    their own port models (their fields keep this order in JSON); here they are either op's, so what both ops have
+    (q, k, v, sink, the lengths and offsets) reads the same on any attention op."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
     op: str
     name: str = Field(min_length=1)
-    inputs: BaseModel
-    outputs: BaseModel
+    inputs: SdpaInputs | SdpaForwardInputs
+    outputs: SdpaOutputs | SdpaForwardOutputs
     attn_scale: StrictFloat | None = None
     causal: StrictBool = False
     alignment: Alignment = "top_left"
@@ -144,7 +145,7 @@ class GenericOp(BaseModel):
 
     @field_validator("attrs")
     @classmethod
-    def _json_attrs(cls, attrs: dict, info: ValidationInfo) -> dict:
+    def _json_attrs(cls, attrs: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         """Held as JSON will read them back (tuples become lists), so a graph's JSON round trip is the identity;
         what JSON cannot hold (NaN, infinities, other types) is refused instead of silently changed."""
         where = f"op {info.data.get('name', '?')!r} attrs"
@@ -179,6 +180,8 @@ def _op_tag(value: Any) -> str:
     kind = value.get("op") if isinstance(value, dict) else getattr(value, "op", None)
     return kind if kind in STRUCTURED_OPS else "generic"
 
+
+AttentionOp = Union[SdpaBackwardOp, SdpaForwardOp]   # the attention ops, for code that reads either one
 
 Op = Annotated[
     Union[Annotated[SdpaBackwardOp, Tag("sdpa_backward")], Annotated[SdpaForwardOp, Tag("sdpa_forward")],

@@ -3,6 +3,7 @@ malformed graph whether it came from JSON or from the builder."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 from pydantic import ValidationError
@@ -11,7 +12,7 @@ from frost.errors import GraphError
 
 
 @contextmanager
-def as_graph_errors(subject: str):
+def as_graph_errors(subject: str) -> Iterator[None]:
     try:
         yield
     except ValidationError as exc:

@@ -15,7 +15,7 @@ Layout = Literal["bhsd", "bshd"]
 
 LAYOUTS: tuple[str, ...] = ("bhsd", "bshd")
 
-DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4}
+DTYPE_BYTES: dict[DType, int] = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int32": 4}
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -85,7 +85,7 @@ def check_tensor(spec: TensorSpec) -> None:
     if any(extent < 0 for extent in spec.shape):
         raise GraphError(f"{subject}.shape", spec.shape, "every extent >= 0")
     if spec.ragged is not None:
-        _check_ragged(spec, subject)
+        _check_ragged(spec, spec.ragged, subject)
     if spec.strides is None:
         return
     if len(spec.strides) != len(spec.shape):
@@ -105,10 +105,10 @@ def check_tensor(spec: TensorSpec) -> None:
         raise GraphError(f"{subject}.strides", spec.strides, "stride 0 only on dims of extent 1 (no broadcast views)")
 
 
-def _check_ragged(spec: TensorSpec, subject: str) -> None:
+def _check_ragged(spec: TensorSpec, ragged: Ragged, subject: str) -> None:
     """A ragged tensor has a token axis at dim 1 (so rank >= 2) and a longest sequence >= 0."""
     if spec.rank < 2:
         raise GraphError(f"{subject}.shape", spec.shape, "rank >= 2 for a ragged tensor, logical (H, T, ...) "
                          "with the packed token axis at dim 1")
-    if spec.ragged.max_len < 0:
-        raise GraphError(f"{subject}.ragged.max_len", spec.ragged.max_len, "an integer >= 0 (the longest sequence)")
+    if ragged.max_len < 0:
+        raise GraphError(f"{subject}.ragged.max_len", ragged.max_len, "an integer >= 0 (the longest sequence)")

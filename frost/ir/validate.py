@@ -130,7 +130,7 @@ def _check_outputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec], frame: _Frame)
     if has_sink != has_dsink:
         raise GraphError(f"sdpa_backward {op.name!r}.outputs.dsink", op.outputs.dsink,
                          "a dsink output exactly when a sink input is given")
-    if has_dsink:
+    if op.outputs.dsink is not None:
         t = ts[op.outputs.dsink]
         _expect_dtype(t, "dsink", ("float32",))
         _expect_shape(t, "dsink", (_heads_q(op, ts, frame),), "(Hq,)")

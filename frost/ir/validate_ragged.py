@@ -49,9 +49,9 @@ def _dense_only(op: SdpaOp, ports: dict[str, str], ts: dict[str, TensorSpec]) ->
                              "dense (B, H, S, ...)")
 
 
-def _batch(op: SdpaOp, ts: dict[str, TensorSpec]) -> int:
+def _batch(cu_seqlens_q: str, cu_seqlens_kv: str, ts: dict[str, TensorSpec]) -> int:
     """B of a ragged op, from its offsets tensors (which must agree)."""
-    cu_q, cu_kv = ts[op.inputs.cu_seqlens_q], ts[op.inputs.cu_seqlens_kv]
+    cu_q, cu_kv = ts[cu_seqlens_q], ts[cu_seqlens_kv]
     check_offsets(cu_q, f"cu_seqlens_q tensor {cu_q.name!r}")
     check_offsets(cu_kv, f"cu_seqlens_kv tensor {cu_kv.name!r}")
     if cu_kv.shape != cu_q.shape:
@@ -87,10 +87,10 @@ def check_ragged_wiring(op: SdpaOp, ts: dict[str, TensorSpec]) -> int | None:
         raise GraphError(f"{subject}.inputs.{missing}", None,
                          "a tensor name: cu_seqlens_q and cu_seqlens_kv are given together (packed sequences) or "
                          "not at all")
-    if ins.cu_seqlens_q is None:
+    if ins.cu_seqlens_q is None or ins.cu_seqlens_kv is None:   # both None (given together, as checked above)
         _dense_only(op, ports, ts)
         return None
-    batch = _batch(op, ts)
+    batch = _batch(ins.cu_seqlens_q, ins.cu_seqlens_kv, ts)
     sides = {role: field for field, roles in OFFSETS.items() for role in roles}
     refs = {"cu_seqlens_q": ("q", ts[ins.q]), "cu_seqlens_kv": ("k", ts[ins.k])}
     for role in ("q", "k", *(r for r in ports if r not in ("q", "k"))):

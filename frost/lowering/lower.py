@@ -3,12 +3,15 @@ requests into one 256-byte-aligned layout."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from frost.analyzer.report import OpSupport
 from frost.lowering.engines import adapter
 from frost.lowering.plan import OpPlan, Plan
 from frost.lowering.workspace import Region, pack
 
 
-def lower_graph(graph, target: str, choices: list[tuple[object, str]], report=None) -> Plan:
+def lower_graph(graph, target: str, choices: Sequence[tuple[OpSupport, str]], report=None) -> Plan:
     """`choices` pairs each claimed op's OpSupport (name, facts) with the engine that will serve it. The plan runs
     the ops in dataflow order (a forward before the backward that reads its o and lse)."""
     ops = {op.name: op for op in graph.sdpa_ops()}

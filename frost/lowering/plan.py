@@ -4,10 +4,23 @@ workspace layout and size, and per op the engine that serves it. `execute` binds
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Callable, Union
 
 from frost.analyzer.facts import Facts
 from frost.lowering.workspace import Region, WorkspaceLayout
+
+if TYPE_CHECKING:   # types only: a plan imports torch and the executor when it is built, not before
+    import torch
+
+    from frost.analyzer.report import SupportReport
+    from frost.ir import Graph
+    from frost.lowering.executor import Executor
+    from frost.lowering.workspace import RegionView
+
+# run(tensors by graph name, workspace regions by name, stream): the stream is passed through to the engine as the
+# caller gave it (None: the current stream; a torch.cuda.Stream, a cuda.CUstream or a raw handle)
+Run = Callable[[dict[str, "torch.Tensor"], dict[str, "RegionView"], object], None]
+Device = Union["torch.device", str, int, None]
 
 
 @dataclass(frozen=True)
@@ -27,12 +40,12 @@ class Lowering:
 
     kernels: tuple[KernelLaunch, ...]
     workspace: tuple[tuple[str, int], ...]
-    run: Callable[[dict, dict, Any], None]
+    run: Run
     device_type: str | None = None         # tensors must live on this device type; None = any (one device per call)
     aligned_pointers: bool = False         # data pointers must be 16-byte aligned (vectorised / TMA loads)
     # run() for 4-D tensors passed in (B, S, H, D) order (not transposed into the graph's logical (B, H, S, D)),
     # for a caller whose own cache key already pins every tensor to the plan (the functional API); None: not offered
-    run_seq_major: Callable[[dict, dict, Any], None] | None = None
+    run_seq_major: Run | None = None
 
 
 @dataclass(frozen=True)
@@ -48,12 +61,12 @@ class OpPlan:
 class Plan:
     """A compiled graph. `execute` is the hot path; everything else here is decided once."""
 
-    graph: Any
+    graph: Graph
     target: str
     ops: tuple[OpPlan, ...]
     workspace: WorkspaceLayout
-    report: Any = None                     # the probe's SupportReport: why each engine was or was not chosen
-    _executor: Any = field(default=None, repr=False)
+    report: SupportReport | None = None    # the probe's SupportReport: why each engine was or was not chosen
+    _executor: Executor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         from frost.lowering.executor import Executor
@@ -81,7 +94,8 @@ class Plan:
     def workspace_size(self) -> int:
         return self.workspace.size
 
-    def execute(self, tensors: dict, workspace=None, *, stream=None) -> dict:
+    def execute(self, tensors: dict[str, torch.Tensor], workspace: torch.Tensor | None = None, *,
+                stream: object = None) -> dict[str, torch.Tensor]:
         """Run the graph. `tensors` maps graph tensor names to torch tensors (logical shapes as declared); outputs
         given there are written in place, missing ones are allocated. With every output and a `workspace` of
         `workspace_size` bytes passed in, the kernel engines allocate nothing and never synchronise. Returns the
@@ -93,17 +107,17 @@ class Plan:
         """Whether every op's engine offers the (B, S, H, D)-order run (see _execute_trusted_seq_major)."""
         return self._executor.seq_major_runs is not None
 
-    def _execute_trusted_seq_major(self, tensors: dict, device) -> None:
+    def _execute_trusted_seq_major(self, tensors: dict[str, torch.Tensor], device: torch.device) -> None:
         """The functional API's hot path (frost.api.calls): every tensor (outputs included) by graph name, the 4-D ones in (B, S, H, D)
         order, all on ``device``. Nothing is checked but the pointers' alignment: the caller's plan key holds each
         tensor's dtype, shape, strides and device, and it built this plan from exactly those (checked then)."""
         self._executor.execute_trusted_seq_major(tensors, device)
 
-    def new_workspace(self, device=None):
+    def new_workspace(self, device: Device = None) -> torch.Tensor:
         """A buffer for `execute(..., workspace=...)`: allocate once, reuse every call."""
         return self._executor.new_workspace(device)
 
-    def new_outputs(self, device=None) -> dict:
+    def new_outputs(self, device: Device = None) -> dict[str, torch.Tensor]:
         """Freshly allocated outputs with the planned strides, to pass to `execute` (then written in place)."""
         return self._executor.new_outputs(device)
 

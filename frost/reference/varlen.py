@@ -10,6 +10,7 @@ read on the host, so this synchronises (like the dense reference's length checks
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 import torch
 
@@ -18,6 +19,16 @@ from frost.reference.backward import attention_backward
 from frost.reference.blocks import empty_like_layout
 from frost.reference.forward import attention_forward
 from frost.reference.inputs import LEN_DTYPES, Problem, check_backward_tensors, resolve
+
+
+class _Mask(TypedDict):
+    """The mask keywords every sequence's dense call shares."""
+
+    scale: float | None
+    causal: bool
+    alignment: str
+    band_left: int | None
+    band_right: int | None
 
 
 @dataclass(frozen=True)
@@ -83,7 +94,7 @@ def segments(q: torch.Tensor, k: torch.Tensor, cu_q: object, cu_kv: object, sequ
     return [Segment(slice(oq[b], oq[b + 1]), slice(okv[b], okv[b + 1]), uq[b], ukv[b]) for b in range(len(lq))]
 
 
-def _problem(q, k, v, mask: dict, sink) -> Problem:
+def _problem(q, k, v, mask: _Mask, sink) -> Problem:
     """Validate dtypes, heads, head dims, sink and mask arguments once, on empty slices of the tensors (so a batch
     of empty sequences is checked too)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -100,7 +111,7 @@ def attention_forward_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
                              ) -> tuple[torch.Tensor, torch.Tensor]:
     """O (Hq, Tq, Dv) in q's dtype and memory order and LSE (Hq, Tq) head-major (fp32, fp64 for fp64 inputs),
     sequence by sequence."""
-    mask = dict(scale=scale, causal=causal, alignment=alignment, band_left=band_left, band_right=band_right)
+    mask = _Mask(scale=scale, causal=causal, alignment=alignment, band_left=band_left, band_right=band_right)
     p = _problem(q, k, v, mask, sink)
     segs = segments(q, k, cu_q, cu_kv, seqused_q, seqused_kv)
     o = empty_like_layout(q, (p.heads_q, q.shape[1], p.dim_v), p.io_dtype).zero_()
@@ -140,7 +151,7 @@ def attention_backward_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     """dQ, dK, dV in q's dtype and the memory order of q, k, v (zero outside every segment), and dSink (Hq,)
     summed over every sequence in order (fp32, fp64 for fp64 inputs) or None without a sink. `lse` (and `dlse`)
     may be head-major or token-major."""
-    mask = dict(scale=scale, causal=causal, alignment=alignment, band_left=band_left, band_right=band_right)
+    mask = _Mask(scale=scale, causal=causal, alignment=alignment, band_left=band_left, band_right=band_right)
     p = _problem(q, k, v, mask, sink)
     _check_backward(p, q, o, do, lse, dlse)
     segs = segments(q, k, cu_q, cu_kv, seqused_q, seqused_kv)
@@ -149,11 +160,10 @@ def attention_backward_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     for s in segs:
         if s.q.stop == s.q.start:
             continue
-        extra = {"dlse": dlse[None, :, s.q]} if dlse is not None else {}
         dq_b, dk_b, dv_b, dsink_b = attention_backward(
             q[None, :, s.q], k[None, :, s.kv], v[None, :, s.kv], o[None, :, s.q], do[None, :, s.q],
-            lse[None, :, s.q], sink=sink, **extra, **s.lengths(), **mask)
+            lse[None, :, s.q], sink=sink, dlse=None if dlse is None else dlse[None, :, s.q], **s.lengths(), **mask)
         dq[:, s.q], dk[:, s.kv], dv[:, s.kv] = dq_b[0], dk_b[0], dv_b[0]
-        if dsink is not None:
+        if dsink is not None and dsink_b is not None:   # dsink_b is given whenever there is a sink
             dsink += dsink_b
     return dq, dk, dv, dsink

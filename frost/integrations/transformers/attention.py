@@ -8,7 +8,7 @@ BSHD output comes back unchanged. The mask arrives as the FrostMask that frost's
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -18,6 +18,7 @@ from frost.integrations.transformers.errors import (UnsupportedAttentionMask, Un
                                                     describe_value)
 from frost.integrations.transformers.mask import FrostMask
 from frost.integrations.transformers.packed import Documents, call_documents
+from frost.spec import Alignment
 
 # keyword arguments that change the math when set; frost has no counterpart for any of them
 _UNSUPPORTED_KWARGS = {
@@ -28,9 +29,9 @@ _UNSUPPORTED_KWARGS = {
 
 
 def frost_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                            attention_mask, dropout: float = 0.0, scaling: Optional[float] = None,
+                            attention_mask: Optional[FrostMask], dropout: float = 0.0, scaling: Optional[float] = None,
                             sliding_window: Optional[int] = None, s_aux: Optional[torch.Tensor] = None,
-                            is_causal: Optional[bool] = None, **kwargs) -> tuple[torch.Tensor, None]:
+                            is_causal: Optional[bool] = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
     """The AttentionInterface entry for "frost": (B, Hq, Sq, D) query, (B, Hkv, Skv, D) key/value ->
     ((B, Sq, Hq, Dv) output, None). s_aux (the gpt-oss sinks, (Hq,), any float dtype) becomes frost's fp32 sink;
     its gradient flows back to the parameter through the cast. Packed documents (position_ids restarting within a
@@ -52,7 +53,8 @@ def frost_attention_forward(module: torch.nn.Module, query: torch.Tensor, key: t
     return out, None
 
 
-def _packed_attention(query, key, value, docs: Documents, scaling, band: Band, sink) -> torch.Tensor:
+def _packed_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, docs: Documents,
+                      scaling: Optional[float], band: Band, sink: Optional[torch.Tensor]) -> torch.Tensor:
     """The B·S tokens of the batch as one packed sequence of documents, each with the layer's band (queries and
     keys of a document are the same tokens, so the diagonal is at 0): (B, Sq, Hq, Dv) output. The BSHD views of
     transformers' projections flatten to (T, H, D) without a copy."""
@@ -64,7 +66,7 @@ def _packed_attention(query, key, value, docs: Documents, scaling, band: Band, s
     return out.view(b, s, hq, out.shape[-1])
 
 
-def _check_settings(dropout: float, kwargs: dict) -> None:
+def _check_settings(dropout: float, kwargs: dict[str, Any]) -> None:
     if dropout:
         raise UnsupportedAttentionSetting("dropout", dropout, "0.0 (frost has no attention dropout: set "
                                           "config.attention_dropout = 0.0 or call model.eval())")
@@ -73,7 +75,9 @@ def _check_settings(dropout: float, kwargs: dict) -> None:
             raise UnsupportedAttentionSetting(name, describe_value(kwargs[name]), accepted)
 
 
-def _resolve_mask(attention_mask, module, query, key, sliding_window, is_causal) -> tuple[Band, str, object]:
+def _resolve_mask(attention_mask: Optional[FrostMask], module: torch.nn.Module, query: torch.Tensor,
+                  key: torch.Tensor, sliding_window: Optional[int], is_causal: Optional[bool]
+                  ) -> tuple[Band, Alignment, Optional[torch.Tensor]]:
     """(band, alignment, seq_len_kv) for this call. A FrostMask is the model's mask and decides; without a mask the
     layer's own flags do (causal from is_causal or module.is_causal, the window from sliding_window), aligned
     bottom-right as FlashAttention aligns a causal mask."""

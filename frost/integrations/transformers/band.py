@@ -7,7 +7,7 @@ runs. Either way the answer lists every band that keeps the same pairs on this g
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import torch
 from transformers.masking_utils import (and_masks, bidirectional_mask_function, causal_mask_function, sdpa_mask,
@@ -16,6 +16,8 @@ from transformers.masking_utils import (and_masks, bidirectional_mask_function, 
 from frost.integrations.transformers.errors import UnsupportedAttentionMask
 
 Band = tuple[Optional[int], Optional[int]]
+# transformers' mask functions: (batch_idx, head_idx, q_idx, kv_idx) -> whether key kv_idx is kept for query q_idx
+MaskFunction = Callable[[int, int, int, int], bool]
 CAUSAL: Band = (None, 0)
 BIDIRECTIONAL: Band = (None, None)
 _CHECK_ELEMENTS = 1 << 22   # mask entries compared per chunk when a mask function is checked densely
@@ -23,8 +25,9 @@ _AND_CODE = and_masks(causal_mask_function).__code__
 _SLIDING_CODE = sliding_window_overlay(1).__code__
 
 
-def mask_bands(mask_function: Callable, batch_size: int, q_length: int, kv_length: int, q_offset: int,
-               kv_offset: int, windows: list[int], use_vmap: bool, device) -> tuple[Band, ...]:
+def mask_bands(mask_function: MaskFunction, batch_size: int, q_length: int, kv_length: int, q_offset: int,
+               kv_offset: int, windows: list[int], use_vmap: bool, device: Union[torch.device, str]
+               ) -> tuple[Band, ...]:
     """Every band, among causal, bidirectional, (W - 1, 0) and (W, W) for W in `windows`, that keeps exactly what
     `mask_function` keeps for queries at q_offset + [0, q_length) and keys at kv_offset + [0, kv_length)."""
     rel_range = (kv_offset - (q_offset + q_length - 1), kv_offset + kv_length - 1 - q_offset)
@@ -36,7 +39,7 @@ def mask_bands(mask_function: Callable, batch_size: int, q_length: int, kv_lengt
                          use_vmap, device)
 
 
-def recognised_band(mask_function: Callable) -> Optional[Band]:
+def recognised_band(mask_function: MaskFunction) -> Optional[Band]:
     """The band of transformers' causal_mask_function, bidirectional_mask_function or
     sliding_window_causal_mask_function(W) (and_masks of sliding_window_overlay(W) and the causal function);
     None for anything else."""
@@ -54,7 +57,7 @@ def recognised_band(mask_function: Callable) -> Optional[Band]:
     return None
 
 
-def closure_values(fn: Callable) -> dict:
+def closure_values(fn: Callable[..., Any]) -> dict[str, Any]:
     """A function's closure variables by name (how transformers' mask factories hold their arguments)."""
     return dict(zip(fn.__code__.co_freevars, (cell.cell_contents for cell in fn.__closure__ or ())))
 
@@ -71,8 +74,9 @@ def same_on_grid(a: Band, b: Band, rel_range: tuple[int, int]) -> bool:
     return (a0, a1) == (b0, b1) or (a0 > a1 and b0 > b1)
 
 
-def checked_bands(mask_function: Callable, candidates: list[Band], batch_size: int, q_length: int, kv_length: int,
-                  q_offset: int, kv_offset: int, use_vmap: bool, device) -> tuple[Band, ...]:
+def checked_bands(mask_function: MaskFunction, candidates: list[Band], batch_size: int, q_length: int,
+                  kv_length: int, q_offset: int, kv_offset: int, use_vmap: bool, device: Union[torch.device, str]
+                  ) -> tuple[Band, ...]:
     """The candidates equal to `mask_function`, evaluated (through transformers' sdpa_mask) in row chunks;
     UnsupportedAttentionMask when none is."""
     rows = max(1, _CHECK_ELEMENTS // max(1, batch_size * kv_length))
@@ -83,6 +87,7 @@ def checked_bands(mask_function: Callable, candidates: list[Band], batch_size: i
                          kv_offset=kv_offset, mask_function=mask_function, attention_mask=None,
                          allow_is_causal_skip=False, allow_is_bidirectional_skip=False, use_vmap=use_vmap,
                          device=device)
+        assert kept is not None   # sdpa_mask returns None only where a skip is allowed
         rel = kv_pos[None, :] - torch.arange(q_offset + i0, q_offset + i1, device=device)[:, None]
         candidates = [c for c in candidates if torch.equal(kept, band_keep(rel, c).expand_as(kept))]
         if not candidates:

@@ -25,7 +25,7 @@ class UnsupportedAttentionSetting(TransformersAdapterError):
     """An attention option frost does not implement (dropout > 0, softcap, a position bias, ...)."""
 
 
-def describe_value(value) -> str:
+def describe_value(value: object) -> str:
     """A short description of an argument for an error message: a tensor's rank, dtype and shape, else its repr."""
     if isinstance(value, torch.Tensor):
         return f"a {value.dim()}-D {str(value.dtype).removeprefix('torch.')} tensor of shape {tuple(value.shape)}"

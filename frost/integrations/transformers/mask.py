@@ -13,14 +13,18 @@ attention function reads the documents (packed.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 import torch
 from transformers.masking_utils import causal_mask_function, prepare_padding_mask
 
-from frost.integrations.transformers.band import BIDIRECTIONAL, Band, mask_bands, recognised_band
+from frost.integrations.transformers.band import BIDIRECTIONAL, Band, MaskFunction, mask_bands, recognised_band
 from frost.integrations.transformers.errors import UnsupportedAttentionMask
-from frost.integrations.transformers.packed import unpacked_mask_function
+from frost.integrations.transformers.packed import DocumentsMemo, unpacked_mask_function
+from frost.spec import Alignment
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 
 @dataclass(frozen=True, eq=False)
@@ -36,16 +40,16 @@ class FrostMask:
     q_length: int
     kv_length: int
     bands: tuple[Band, ...]
-    alignment: str
+    alignment: Alignment
     seq_len_kv: Optional[torch.Tensor]
     position_ids: Optional[torch.Tensor] = None
-    memo: dict = field(default_factory=dict, repr=False)
+    memo: DocumentsMemo = field(default_factory=dict, repr=False)
 
 
-def frost_mask(batch_size: int, q_length: int, kv_length: int, q_offset=0, kv_offset=0,
-               mask_function: Callable = causal_mask_function, attention_mask: Optional[torch.Tensor] = None,
-               local_size: Optional[int] = None, config=None, use_vmap: bool = False, device="cpu",
-               **kwargs) -> FrostMask:
+def frost_mask(batch_size: int, q_length: int, kv_length: int, q_offset: int = 0, kv_offset: int = 0,
+               mask_function: MaskFunction = causal_mask_function, attention_mask: Optional[torch.Tensor] = None,
+               local_size: Optional[int] = None, config: Optional[PretrainedConfig] = None, use_vmap: bool = False,
+               device: Union[torch.device, str] = "cpu", **kwargs: Any) -> FrostMask:
     """The AttentionMaskInterface entry for "frost" (same arguments as transformers.masking_utils.sdpa_mask)."""
     q_offset, kv_offset = int(q_offset), int(kv_offset)
     windows = sorted({w for w in (local_size, getattr(config, "sliding_window", None)) if w})
@@ -71,7 +75,9 @@ def right_padding_lengths(attention_mask: Optional[torch.Tensor], kv_length: int
     if attention_mask.dim() != 2:
         raise UnsupportedAttentionMask("attention_mask", f"a {attention_mask.dim()}-D mask of shape "
                                        f"{tuple(attention_mask.shape)}", "a 2-D (batch, keys) padding mask")
-    keys = prepare_padding_mask(attention_mask.bool(), kv_length, kv_offset)[:, kv_offset:kv_offset + kv_length]
+    padding = prepare_padding_mask(attention_mask.bool(), kv_length, kv_offset)
+    assert padding is not None   # None only for a None mask
+    keys = padding[:, kv_offset:kv_offset + kv_length]
     lengths = keys.sum(dim=-1, dtype=torch.int32)
     expected = torch.arange(kv_length, device=keys.device)[None, :] < lengths[:, None]
     if not torch.equal(keys, expected):
@@ -93,7 +99,7 @@ def _row_summary(row: torch.Tensor) -> str:
     return bits if len(bits) <= 24 else f"{bits[:12]}...{bits[-12:]}"
 
 
-def diagonal_alignment(band: Band, diagonal: int, q_length: int, kv_length: int, padded: bool) -> str:
+def diagonal_alignment(band: Band, diagonal: int, q_length: int, kv_length: int, padded: bool) -> Alignment:
     """frost's alignment for a mask whose diagonal sits at key position = query position + `diagonal` (local
     indices): top_left for 0, bottom_right for Skv - Sq when no key is padded (with padding, frost's bottom-right
     diagonal moves with each row's length, transformers' does not)."""

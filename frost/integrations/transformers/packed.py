@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from transformers.masking_utils import (and_masks, causal_mask_function, packed_sequence_mask_function,
@@ -28,9 +28,14 @@ from frost.integrations.transformers.errors import (UnsupportedAttentionMask, Un
 
 FLASH_KWARGS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")
 _AND_CODE = and_masks(causal_mask_function).__code__
-_REMAP_CODE = remap_positions_for_packed_sequence(causal_mask_function, None).__code__
-_PACKED_CODE = packed_sequence_mask_function(None).__code__
+# only the code objects are read: the position tensors the factories close over are never used
+_REMAP_CODE = remap_positions_for_packed_sequence(causal_mask_function, None).__code__  # type: ignore[arg-type]
+_PACKED_CODE = packed_sequence_mask_function(None).__code__  # type: ignore[arg-type]
 _MEMO = "documents"
+
+if TYPE_CHECKING:
+    from frost.integrations.transformers.band import MaskFunction
+    from frost.integrations.transformers.mask import FrostMask
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,11 @@ class Documents:
     max_seqlen: int
 
 
-def unpacked_mask_function(mask_function: Callable) -> tuple[Callable, Optional[torch.Tensor]]:
+# what a FrostMask keeps for the attention calls of its forward: {_MEMO: (the call's key, its documents)}
+DocumentsMemo = dict[str, tuple[tuple[object, ...], Optional[Documents]]]
+
+
+def unpacked_mask_function(mask_function: MaskFunction) -> tuple[MaskFunction, Optional[torch.Tensor]]:
     """(the per-document mask function, position_ids) when `mask_function` is transformers' packed-sequence
     wrapper (and_masks of remap_positions_for_packed_sequence(f, position_ids) and packed_sequence_mask_function);
     (mask_function, None) for anything else. Inside one document positions count up by one, so f evaluated on
@@ -57,8 +66,8 @@ def unpacked_mask_function(mask_function: Callable) -> tuple[Callable, Optional[
     return remap["mask_function"], remap["position_ids"]
 
 
-def call_documents(mask, kwargs: dict, batch_size: int, q_length: int, kv_length: int,
-                   device: torch.device) -> Optional[Documents]:
+def call_documents(mask: Optional[FrostMask], kwargs: dict[str, Any], batch_size: int, q_length: int,
+                   kv_length: int, device: torch.device) -> Optional[Documents]:
     """The documents of this attention call, or None for an ordinary (unpacked) batch. `mask` is the call's
     FrostMask (or None); the answer is kept on it for every later call with the same tensors."""
     flash = {name: kwargs.get(name) for name in FLASH_KWARGS}
@@ -66,7 +75,7 @@ def call_documents(mask, kwargs: dict, batch_size: int, q_length: int, kv_length
     if position_ids is None:
         position_ids = kwargs.get("position_ids")
     key = (position_ids, *flash.values(), batch_size, q_length, kv_length, device)
-    memo = getattr(mask, "memo", None)
+    memo: Optional[DocumentsMemo] = getattr(mask, "memo", None)
     if memo is not None and _MEMO in memo and _same(memo[_MEMO][0], key):
         return memo[_MEMO][1]
     lengths = getattr(mask, "seq_len_kv", None)
@@ -76,15 +85,15 @@ def call_documents(mask, kwargs: dict, batch_size: int, q_length: int, kv_length
     return docs
 
 
-def _same(a: tuple, b: tuple) -> bool:
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     """Whether two memo keys name the same objects (tensors by identity: a tensor's values do not change while the
     forward that holds its FrostMask runs)."""
     return all(x is y if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor) else x == y
                for x, y in zip(a, b))
 
 
-def _read_documents(flash: dict, position_ids, lengths, batch_size: int, q_length: int, kv_length: int,
-                    device) -> Optional[Documents]:
+def _read_documents(flash: dict[str, Any], position_ids: object, lengths: Optional[torch.Tensor], batch_size: int,
+                    q_length: int, kv_length: int, device: torch.device) -> Optional[Documents]:
     given = [name for name, value in flash.items() if value is not None]
     if given:
         if len(given) < len(FLASH_KWARGS):
@@ -115,17 +124,17 @@ def _read_documents(flash: dict, position_ids, lengths, batch_size: int, q_lengt
                 "position_ids", f"positions that restart within a row, with {kv_length - q_length} cached keys",
                 "positions that restart only without a cache (use_cache=False)")
         return None
-    docs = position_documents(position_ids, batch_size, q_length, lengths, device)
-    if docs is not None and lengths is not None:
+    by_position = position_documents(position_ids, batch_size, q_length, lengths, device)
+    if by_position is not None and lengths is not None:
         raise UnsupportedAttentionMask(
             "position_ids", "positions that restart within the valid tokens of a right-padded row",
             "packed rows without padding (no attention_mask, or all ones), or one document per padded row",
             "transformers' implementations let such documents attend to each other")
-    return docs
+    return by_position
 
 
-def position_documents(position_ids, batch_size: int, seq_len: int, lengths: Optional[torch.Tensor],
-                       device) -> Optional[Documents]:
+def position_documents(position_ids: object, batch_size: int, seq_len: int, lengths: Optional[torch.Tensor],
+                       device: torch.device) -> Optional[Documents]:
     """The documents that position_ids mark (only the first lengths[b] tokens of row b when given), or None when
     no row holds more than one; position_ids that are not 2-D (e.g. multimodal 3-D positions) are not read."""
     if not isinstance(position_ids, torch.Tensor) or position_ids.dim() != 2:
@@ -155,7 +164,7 @@ def position_documents(position_ids, batch_size: int, seq_len: int, lengths: Opt
                      max(b - a for a, b in zip(cu, cu[1:])))
 
 
-def kwargs_documents(flash: dict, tokens: int, device) -> Documents:
+def kwargs_documents(flash: dict[str, Any], tokens: int, device: torch.device) -> Documents:
     """The documents of the collator's cu_seq_lens_q/k and max_length_q/k, checked in their names: the same
     offsets for queries and keys, from 0 to every token of the batch, never decreasing, within max_length."""
     cu_q, cu_k = flash["cu_seq_lens_q"], flash["cu_seq_lens_k"]
@@ -181,7 +190,7 @@ def kwargs_documents(flash: dict, tokens: int, device) -> Documents:
     return Documents(cu_q.to(device=device, dtype=torch.int32), max_q)
 
 
-def _host_int(name: str, value) -> int:
+def _host_int(name: str, value: Any) -> int:
     """max_length_q/k as a host int: an int (the collator's), or a one-element integer tensor (read once)."""
     if isinstance(value, torch.Tensor):
         if value.numel() == 1 and not value.is_floating_point() and value.dtype != torch.bool:
@@ -198,5 +207,5 @@ def _starts(cu: torch.Tensor) -> str:
     return _short(cu.tolist()[:-1])
 
 
-def _short(values: list) -> str:
+def _short(values: list[int]) -> str:
     return str(values) if len(values) <= 12 else f"[{', '.join(map(str, values[:10]))}, ...] ({len(values)})"
