@@ -3,7 +3,8 @@ at the package root, and the layers' direction (ir -> analyzer -> lowering -> ke
 import torch or cutlass).
 
 An import edge is what a statement names: ``from a.b import c`` is an edge to module a.b.c when c is a module, else to
-a.b; a package's own __init__ running first is not counted (Python imports parents, never a circle by itself)."""
+a.b; a package's own __init__ running first is not counted (Python imports parents, never a circle by itself), nor
+an import under ``if TYPE_CHECKING:`` (it never runs)."""
 
 from __future__ import annotations
 
@@ -27,9 +28,19 @@ def _modules() -> dict[str, pathlib.Path]:
     return mods
 
 
+def _runtime_nodes(tree: ast.AST):
+    """Every node of the tree but those under ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            yield from (n for child in node.orelse for n in (child, *_runtime_nodes(child)))
+            continue
+        yield node
+        yield from _runtime_nodes(node)
+
+
 def _edges(name: str, path: pathlib.Path, mods: dict[str, pathlib.Path]):
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
