@@ -27,7 +27,7 @@ from frost import reference
 from frost.lowering.plan_cache import PLANS
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kernels"))
-from kernel_oracle import FLOOR, NOISE  # noqa: E402
+from helpers.fa_rule import FLOOR, NOISE  # noqa: E402
 from tests_naive import naive_attention  # noqa: E402
 
 pytestmark = pytest.mark.gpu

@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernel_oracle import FLOOR, NOISE  # noqa: E402
+from helpers.fa_rule import FLOOR, NOISE  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
