@@ -7,6 +7,7 @@ import frost.api.plans as api
 from frost.api.functional import sdpa_backward
 from frost.ir import sdpa_backward_graph
 from frost.api.autograd import attention
+from helpers import oracle_api
 from helpers.summation import assert_same_up_to_summation_order
 
 B, SQ, HQ, HKV, D = 2, 24, 4, 2, 16
@@ -52,12 +53,11 @@ def test_graph_functional_and_autograd_agree(data):
 
 
 def test_autograd_matches_fp64_torch_autograd(data):
-    """frost.attention's gradients against plain torch autograd of the same math in fp64."""
-    from tests_naive import naive_attention
-
+    """frost.attention's gradients against torch autograd through the fp64 oracle."""
     d64 = {n: (t.double() if t.is_floating_point() else t) for n, t in data.items()}
     q, k, v, sink = (d64[n].clone().requires_grad_() for n in ("q", "k", "v", "sink"))
-    naive_attention(q, k, v, sink, d64["seq_len_q"], d64["seq_len_kv"], left=6).mul(d64["do"]).sum().backward()
+    oracle_api.attention(q, k, v, sink=sink, seq_len_q=d64["seq_len_q"], seq_len_kv=d64["seq_len_kv"],
+                         **OPTIONS).mul(d64["do"]).sum().backward()
     _, _, got = _autograd(data)
     for a, b in zip(got, (q.grad, k.grad, v.grad, sink.grad)):
         assert torch.allclose(a.double(), b, atol=2e-4, rtol=1e-3), (a.double() - b).abs().max()
@@ -65,17 +65,16 @@ def test_autograd_matches_fp64_torch_autograd(data):
 
 def test_lse_gradient_matches_fp64_torch_autograd(data):
     """A loss that uses the returned LSE too (as post-hoc sink or ring-attention merges do): frost.attention passes
-    that gradient on (dlse), and every gradient matches plain torch autograd in fp64. Padded rows' LSE gets no
-    gradient (frost skips padded rows, DESIGN.md), so the loss weights only valid rows."""
-    from tests_naive import naive_attention
-
+    that gradient on (dlse), and every gradient matches torch autograd through the fp64 oracle. Padded rows' LSE
+    gets no gradient (frost skips padded rows, DESIGN.md), so the loss weights only valid rows."""
     g = torch.Generator().manual_seed(1)
     valid = torch.arange(SQ).view(1, 1, -1) < data["seq_len_q"].long().view(-1, 1, 1)
     dl = torch.randn(B, HQ, SQ, generator=g) * valid
     d64 = {n: (t.double() if t.is_floating_point() else t) for n, t in data.items()}
     q, k, v, sink = (d64[n].clone().requires_grad_() for n in ("q", "k", "v", "sink"))
-    out, lse = naive_attention(q, k, v, sink, d64["seq_len_q"], d64["seq_len_kv"], left=6, return_lse=True)
-    (out.mul(d64["do"]).sum() + lse.mul(dl.double()).sum()).backward()
+    out, lse = oracle_api.attention(q, k, v, sink=sink, seq_len_q=d64["seq_len_q"], seq_len_kv=d64["seq_len_kv"],
+                                    return_lse=True, **OPTIONS)
+    (out.mul(d64["do"]).sum() + oracle_api.masked_lse_loss(lse, dl.double())).backward()
     leaves = [data[n].clone().requires_grad_() for n in ("q", "k", "v", "sink")]
     out32, lse32 = attention(*leaves[:3], sink=leaves[3], seq_len_q=data["seq_len_q"], seq_len_kv=data["seq_len_kv"],
                              return_lse=True, **OPTIONS)

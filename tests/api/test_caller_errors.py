@@ -9,12 +9,9 @@ import torch
 
 import frost
 from frost.errors import FrostError, NotSupported, TensorError
+from helpers.tensors import randn_bshd as _bshd
 
 B, S, HQ, HKV, D = 2, 16, 4, 2, 16
-
-
-def _bshd(*shape, dtype=torch.float32):
-    return torch.randn(*shape, dtype=dtype)
 
 
 def _qkv():

@@ -1,4 +1,4 @@
-"""frost.sdpa_forward on CPU (the reference engine): against plain-torch fp64 attention, the graph API and
+"""frost.sdpa_forward on CPU (the reference engine): against the fp64 oracle, the graph API and
 frost.attention; plan caching by tensor metadata; caller-named errors; empty problems; and on a kernel engine (the
 fake compiler) the fast path that hands the kernel the caller's BSHD memory."""
 
@@ -9,12 +9,10 @@ import torch
 
 import frost
 import frost.api.plans as api
-import frost.api.target as functional
 from frost.errors import TensorError
 from frost.ir import sdpa_forward_graph
-from frost.lowering import cache_stats, use_compiler
-from frost.lowering.fake import FakeCompiler
-from tests_naive import naive_attention
+from frost.lowering import cache_stats
+from helpers import oracle_api
 
 B, SQ, SKV, HQ, HKV, D = 2, 24, 30, 4, 2, 16
 
@@ -28,14 +26,15 @@ def _data(dtype=torch.float64, seed=0):
 
 
 def test_matches_plain_torch_attention_in_fp64():
-    """Bottom-right causal with a left window, GQA, a sink and padding: out and lse (valid rows) as plain torch
+    """Bottom-right causal with a left window, GQA, a sink and padding: out and lse (valid rows) as the fp64 oracle
     computes them; padded rows get out = 0 and lse = -inf."""
     d = _data()
     out, lse = frost.sdpa_forward(d["q"], d["k"], d["v"], causal=True, causal_alignment="bottom_right",
                                   window_size=(6, None), sink=d["sink"], seq_len_q=d["seq_len_q"],
                                   seq_len_kv=d["seq_len_kv"])
-    want_out, want_lse = naive_attention(d["q"], d["k"], d["v"], d["sink"].double(), d["seq_len_q"],
-                                         d["seq_len_kv"], left=6, return_lse=True)
+    want_out, want_lse = oracle_api.attention(d["q"], d["k"], d["v"], sink=d["sink"], seq_len_q=d["seq_len_q"],
+                                              seq_len_kv=d["seq_len_kv"], causal=True,
+                                              causal_alignment="bottom_right", window_size=(6, None), return_lse=True)
     assert out.shape == (B, SQ, HQ, D) and out.dtype == torch.float64 and out.is_contiguous()
     assert lse.shape == (B, HQ, SQ) and lse.dtype == torch.float32 and lse.is_contiguous()
     torch.testing.assert_close(out, want_out, rtol=1e-12, atol=1e-12)
@@ -121,14 +120,6 @@ def test_exported():
 
     assert "sdpa_forward" in frost.__all__ and frost.sdpa_forward is sdpa_forward
     assert "sdpa_forward_graph" in frost.__all__
-
-
-@pytest.fixture
-def kernel_engine(monkeypatch):
-    """CPU tensors planned for an SM120 target: the cute_sm120 engine's host path with no-op kernels."""
-    monkeypatch.setitem(functional._targets, torch.device("cpu"), "sm_120")
-    with use_compiler("cute_sm120", FakeCompiler(persist=False)) as compiler:
-        yield compiler
 
 
 def test_the_kernel_gets_the_callers_memory(kernel_engine):

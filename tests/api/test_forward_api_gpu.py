@@ -1,22 +1,17 @@
 """frost.sdpa_forward and frost.attention on the GPU machine (pytest -m gpu): the plan runs the cute_sm120 forward
-(fp32 falls back to the reference engine), O and LSE meet the FA rule against the fp64 reference, forward + frost
-backward through autograd meet it against torch autograd of plain fp64 attention, the graph path allocates nothing
+(fp32 falls back to the reference engine), O and LSE meet the FA rule against the fp64 oracle, forward + frost
+backward through autograd meet it against torch autograd of the fp64 oracle, the graph path allocates nothing
 and captures in a CUDA graph, and the forward kernel loads from the disk cache in a new process.
 
-FA rule (tests/kernels/kernel_oracle.py): max|frost - oracle| <= 2 * max|lowp_reference - oracle| + FLOOR *
-max|oracle| + NOISE * scale, with the oracle frost.reference (or plain torch autograd) in fp64 on the exact inputs
-and lowp_reference frost.reference in the io dtype. Entries the oracle gives as -inf must be exactly -inf.
+FA rule (tests/helpers/fa_rule.py): max|frost - oracle| <= 2 * max|lowp_reference - oracle| + FLOOR *
+max|oracle| + NOISE * scale, with the oracle tests/helpers/oracle.py (or autograd through it) in fp64 on the exact
+inputs and lowp_reference frost.reference in the io dtype. Entries the oracle gives as -inf must be exactly -inf.
 
 Run: python3 -m pytest -m gpu tests/api/test_forward_api_gpu.py"""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -25,10 +20,11 @@ import torch
 import frost
 from frost import reference
 from frost.lowering.plan_cache import PLANS
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "kernels"))
-from kernel_oracle import FLOOR, NOISE  # noqa: E402
-from tests_naive import naive_attention  # noqa: E402
+from helpers import oracle, oracle_api
+from helpers.fa_rule import assert_fa_rule, padded_rows_zero
+from helpers.graph_inputs import empty_for
+from helpers.processes import run_twice
+from helpers.tensors import int32, randn_bshd
 
 pytestmark = pytest.mark.gpu
 
@@ -38,35 +34,13 @@ def _engines() -> set[str]:
     return {plan.engine for plan in PLANS._items.values()}
 
 
-def fa_rule(name: str, got: torch.Tensor, ref: torch.Tensor, lowp: torch.Tensor, scale: float | None = None) -> str:
-    got, ref, lowp = got.detach().cpu(), ref.detach().cpu(), lowp.detach().cpu()
-    finite = torch.isfinite(ref)
-    assert torch.equal(torch.isfinite(got), finite), f"{name}: non-finite entries differ from the oracle's"
-    assert torch.equal(got[~finite].double(), ref[~finite]), f"{name}: -inf entries differ from the oracle's"
-    if not bool(finite.any()):
-        return f"{name}: all -inf"
-    g, r, lo = got[finite].double(), ref[finite], lowp[finite].double()
-    top = r.abs().max().item()
-    err, ref_err = (g - r).abs().max().item(), (lo - r).abs().max().item()
-    bound = 2 * ref_err + FLOOR * top + NOISE * (top if scale is None else scale)
-    assert err <= bound, f"{name}: {err:.3e} > {bound:.3e} (reference error {ref_err:.3e})"
-    return f"{name} err={err:.3e} bound={bound:.3e}"
-
-
-def _bshd(b, s, h, d, dtype, gen):
-    return torch.randn(b, s, h, d, generator=gen, device="cuda").to(dtype)
-
-
-def _lengths(values):
-    return None if values is None else torch.tensor(values, dtype=torch.int32, device="cuda")
-
-
 def check_forward(dtype, b, hq, hkv, sq, skv, d, dv=None, *, lens_q=None, lens_kv=None, sink=None, engine="cute_sm120",
                   causal=False, alignment="top_left", band_left=None, band_right=None, seed=0):
     """frost.sdpa_forward on one problem: the plan's engine, then O and LSE under the FA rule."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
-    q, k, v = _bshd(b, sq, hq, d, dtype, gen), _bshd(b, skv, hkv, d, dtype, gen), _bshd(b, skv, hkv, dv or d, dtype, gen)
-    side = dict(seq_len_q=_lengths(lens_q), seq_len_kv=_lengths(lens_kv),
+    q, k, v = (randn_bshd(b, s, h, dim, dtype, gen=gen, device="cuda")
+               for s, h, dim in ((sq, hq, d), (skv, hkv, d), (skv, hkv, dv or d)))
+    side = dict(seq_len_q=int32(lens_q, "cuda"), seq_len_kv=int32(lens_kv, "cuda"),
                 sink=None if sink is None else torch.tensor(sink, dtype=torch.float32, device="cuda"))
     out, lse = frost.sdpa_forward(q, k, v, causal=causal, causal_alignment=alignment,
                                   window_size=(band_left, band_right), **side)
@@ -75,12 +49,12 @@ def check_forward(dtype, b, hq, hkv, sq, skv, d, dv=None, *, lens_q=None, lens_k
     mask = dict(scale=1 / math.sqrt(d), causal=causal, alignment=alignment, band_left=band_left, band_right=band_right,
                 seq_len_q=side["seq_len_q"], seq_len_kv=side["seq_len_kv"])
     bhsd = [t.transpose(1, 2) for t in (q, k, v)]
-    sink64 = None if side["sink"] is None else side["sink"].double()
-    o64, lse64 = reference.attention_forward(*(t.double() for t in bhsd), sink=sink64, **mask)
+    o64, lse64 = oracle.attention_forward(*bhsd, sink=side["sink"], **mask)
     o_lp, lse_lp = reference.attention_forward(*bhsd, sink=side["sink"], **mask)
-    report = [fa_rule("o", out.transpose(1, 2), o64, o_lp), fa_rule("lse", lse, lse64, lse_lp)]
-    for bi, n in enumerate(lens_q or []):
-        assert bool((out[bi, n:] == 0).all()), f"o: batch {bi} rows >= {n} not exactly zero"
+    report = [assert_fa_rule("o", out.transpose(1, 2), o64, o_lp), assert_fa_rule("lse", lse, lse64, lse_lp)]
+    failed = []
+    padded_rows_zero("o", out.transpose(1, 2), lens_q, failed)
+    assert not failed, failed
     return out, lse, report
 
 
@@ -107,7 +81,7 @@ def test_float32_falls_back_to_the_reference_engine():
 
 def test_attention_runs_the_kernels_both_ways_and_matches_sdpa_forward():
     gen = torch.Generator(device="cuda").manual_seed(4)
-    q, k, v = _bshd(2, 300, 8, 64, torch.bfloat16, gen), *(_bshd(2, 300, 2, 64, torch.bfloat16, gen) for _ in "kv")
+    q, k, v = (randn_bshd(2, 300, h, 64, torch.bfloat16, gen=gen, device="cuda") for h in (8, 2, 2))
     sink = torch.randn(8, device="cuda")
     leaves = [t.clone().requires_grad_() for t in (q, k, v, sink)]
     out = frost.attention(*leaves[:3], causal=True, window_size=(128, None), sink=leaves[3])
@@ -123,13 +97,12 @@ def test_attention_runs_the_kernels_both_ways_and_matches_sdpa_forward():
 @pytest.mark.parametrize("left", [None, 128])
 def test_forward_and_backward_through_autograd(dtype, left):
     """gpt-oss-like (GQA 8:1, causal bottom-right, sink, padding, with and without a 128-token window): frost's
-    gradients of q, k, v and the sink against torch autograd of plain fp64 attention."""
+    gradients of q, k, v and the sink against torch autograd through the fp64 oracle."""
     b, hq, hkv, s, d = 2, 16, 2, 257, 64
     gen = torch.Generator(device="cuda").manual_seed(5)
-    q, k, v = _bshd(b, s, hq, d, dtype, gen), _bshd(b, s, hkv, d, dtype, gen), _bshd(b, s, hkv, d, dtype, gen)
-    dout = _bshd(b, s, hq, d, dtype, gen)
+    q, k, v, dout = (randn_bshd(b, s, h, d, dtype, gen=gen, device="cuda") for h in (hq, hkv, hkv, hq))
     sink = torch.randn(hq, generator=gen, device="cuda") * 4
-    lens = _lengths([s, 200])
+    lens = int32([s, 200], "cuda")
     leaves = [t.clone().requires_grad_() for t in (q, k, v, sink)]
     out = frost.attention(*leaves[:3], causal=True, causal_alignment="bottom_right", window_size=(left, None),
                           sink=leaves[3], seq_len_q=lens, seq_len_kv=lens)
@@ -137,15 +110,17 @@ def test_forward_and_backward_through_autograd(dtype, left):
     torch.cuda.synchronize()
     assert _engines() == {"cute_sm120"}
 
-    exact = [t.detach().cpu().double().requires_grad_() for t in (q, k, v, sink)]   # plain torch runs on the CPU
-    naive_attention(*exact, lens.cpu(), lens.cpu(), left=left).backward(dout.cpu().double())
+    exact = [t.detach().cpu().double().requires_grad_() for t in (q, k, v, sink)]   # the oracle runs on the CPU
+    options = dict(causal=True, causal_alignment="bottom_right", window_size=(left, None))
+    oracle_api.attention(*exact[:3], sink=exact[3], seq_len_q=lens, seq_len_kv=lens, **options).backward(
+        dout.cpu().double())
     mask = dict(causal=True, alignment="bottom_right", band_left=left, seq_len_q=lens, seq_len_kv=lens)
     bhsd = [t.transpose(1, 2) for t in (q, k, v)]
     o_lp, lse_lp = reference.attention_forward(*bhsd, sink=sink, **mask)
     low = reference.attention_backward(*bhsd, o_lp, dout.transpose(1, 2), lse_lp, sink=sink, **mask)
     low = [g.transpose(1, 2) for g in low[:3]] + [low[3]]
     scale = max(e.grad.abs().max().item() for e in exact[:3])
-    report = [fa_rule(name, leaf.grad, e.grad, lo, scale)
+    report = [assert_fa_rule(name, leaf.grad, e.grad, lo, noise_scale=scale)
               for name, leaf, e, lo in zip(("dq", "dk", "dv", "dsink"), leaves, exact, low)]
     print(report)
 
@@ -176,8 +151,7 @@ def test_graph_path_allocates_nothing_and_captures_in_a_cuda_graph():
 
 def _with_strides(spec, values):
     """`values` in the spec's dtype and strides."""
-    t = torch.empty_strided(spec.shape, spec.effective_strides, dtype=getattr(torch, spec.dtype), device="cuda")
-    return t.copy_(values)
+    return empty_for(spec, "cuda").copy_(values)
 
 
 CHILD = textwrap.dedent("""
@@ -194,12 +168,7 @@ CHILD = textwrap.dedent("""
 
 
 def test_the_forward_kernel_loads_from_the_disk_cache_in_a_new_process(tmp_path):
-    env = dict(os.environ, FROST_CACHE_DIR=str(tmp_path / "cache"))
-    runs = []
-    for _ in range(2):
-        proc = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        runs.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    runs = run_twice(CHILD, tmp_path / "cache")
     print(runs)
     assert runs[0]["compiles"] == 1 and runs[0]["disk_writes"] == 1
     assert runs[1]["compiles"] == 0 and runs[1]["disk_hits"] == 1

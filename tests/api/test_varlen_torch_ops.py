@@ -8,13 +8,14 @@ import torch
 from torch.library import opcheck
 
 import frost
+from helpers.tensors import cu_seqlens
 
 H, HKV, D = 4, 2, 8
 LENS = (5, 0, 9, 2)
 
 
-def _cu(lens=LENS):
-    return torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+def _cu():
+    return cu_seqlens(LENS)
 
 
 def _qkv(t=sum(LENS), requires_grad=False):

@@ -1,9 +1,9 @@
-"""Packed (THD) test problems and their expected values from the dense API run on one sequence at a time.
+"""Packed (THD) test problems and their expected values from dense attention run on one sequence at a time.
 
 A Case is a packed batch: per-sequence query and key lengths (zeros allowed), optional seqused, heads, head dims,
-extra tokens past cu[-1], and the mask options. dense_expected runs frost.attention (autograd) on each sequence's
-(1, L, H, D) slice and scatters the outputs and gradients back into packed tensors; that is what the varlen APIs
-must give."""
+extra tokens past cu[-1], and the mask options. dense_expected runs the dense API (frost.attention, autograd) -- or
+the fp64 oracle with its arguments -- on each sequence's (1, L, H, D) slice and scatters the outputs and gradients
+back into packed tensors; that is what the varlen APIs must give."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 import torch
 
 import frost
+from helpers.oracle_api import masked_lse_loss
+from helpers.tensors import cu_seqlens, int32
 
 
 @dataclass(frozen=True)
@@ -28,14 +30,6 @@ class Case:
     extra_kv: int = 0
     sink: bool = False
     options: dict = field(default_factory=dict)   # causal, window_size, causal_alignment, softmax_scale
-
-
-def cu_of(lens) -> torch.Tensor:
-    return torch.tensor([0, *torch.tensor(lens, dtype=torch.int64).cumsum(0).tolist()], dtype=torch.int32)
-
-
-def ints(values) -> torch.Tensor | None:
-    return None if values is None else torch.tensor(values, dtype=torch.int32)
 
 
 @dataclass
@@ -70,19 +64,15 @@ def make(case: Case, seed: int = 0, dtype=torch.float64) -> Packed:
 
     return Packed(q=rand(tq, case.hq, case.dqk), k=rand(tkv, case.hkv, case.dqk), v=rand(tkv, case.hkv, case.dv),
                   dout=rand(tq, case.hq, case.dv), dlse=torch.randn(case.hq, tq, generator=g, dtype=torch.float64)
-                  .float(), sink=rand(case.hq).float() if case.sink else None, cu_q=cu_of(case.lens_q),
-                  cu_kv=cu_of(case.lens_kv), seqused_q=ints(case.used_q), seqused_kv=ints(case.used_kv),
+                  .float(), sink=rand(case.hq).float() if case.sink else None, cu_q=cu_seqlens(case.lens_q),
+                  cu_kv=cu_seqlens(case.lens_kv), seqused_q=int32(case.used_q), seqused_kv=int32(case.used_kv),
                   max_q=max(case.lens_q, default=0), max_kv=max(case.lens_kv, default=0))
 
 
-def masked_lse_loss(lse: torch.Tensor, dlse: torch.Tensor) -> torch.Tensor:
-    """sum(lse * dlse) over finite entries (a -inf lse of a padded row carries no gradient)."""
-    return (torch.where(torch.isfinite(lse), lse, torch.zeros_like(lse)) * dlse).sum()
-
-
-def dense_expected(case: Case, p: Packed) -> dict:
+def dense_expected(case: Case, p: Packed, attention=frost.attention) -> dict:
     """out (Tq, Hq, Dv), lse (Hq, Tq), dq, dk, dv, dsink of loss = sum(out * dout) + sum(lse * dlse), computed by
-    frost.attention on each sequence alone; zeros (lse -inf) for tokens outside every segment."""
+    `attention` (frost.attention, or the fp64 oracle with its arguments: helpers.oracle_api.attention) on each
+    sequence alone; zeros (lse -inf) for tokens outside every segment."""
     leaves = {n: getattr(p, n).detach().clone().requires_grad_() for n in ("q", "k", "v")}
     sink = None if p.sink is None else p.sink.detach().clone().requires_grad_()
     out = torch.zeros_like(p.dout)
@@ -96,8 +86,8 @@ def dense_expected(case: Case, p: Packed) -> dict:
             lengths["seq_len_q"] = p.seqused_q[b:b + 1]
         if p.seqused_kv is not None:
             lengths["seq_len_kv"] = p.seqused_kv[b:b + 1]
-        o, l = frost.attention(leaves["q"][sq:eq][None], leaves["k"][skv:ekv][None], leaves["v"][skv:ekv][None],
-                               sink=sink, return_lse=True, **lengths, **case.options)
+        o, l = attention(leaves["q"][sq:eq][None], leaves["k"][skv:ekv][None], leaves["v"][skv:ekv][None],
+                         sink=sink, return_lse=True, **lengths, **case.options)
         out[sq:eq], lse[:, sq:eq] = o[0].detach(), l[0].detach()
         loss = loss + (o[0] * p.dout[sq:eq]).sum() + masked_lse_loss(l[0], p.dlse[:, sq:eq])
     grads = torch.autograd.grad(loss, [*leaves.values(), *([sink] if sink is not None else [])],

@@ -1,29 +1,21 @@
 """The A/B harness's GPU-free parts (tools.ab), the candidates registry and the parent process of
 benchmarks/ab_variants.py with its children faked."""
 
-import importlib.util
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tools import ab
 from tools.ab import Candidate, Row
+from helpers.scripts import load_script
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _module(name):
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        return mod
-    finally:
-        sys.path.remove(str(BENCH))
+    return load_script(BENCH / f"{name}.py")   # benchmarks/ is on sys.path (conftest.py): its imports resolve
 
 
 def test_schedule_alternates_direction():

@@ -1,26 +1,20 @@
 """benchmarks/bench_varlen.py's host side (its GPU runs are the packed-sequence benchmark): the documents, the FLOP
 count on the real pairs, and the three ratios its table reports, from made-up timings."""
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from frost.bench.cases import case
 from frost.bench.flops import backward_flops, forward_flops
+from helpers.scripts import load_script
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_varlen.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_varlen", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module            # its dataclasses look their module up while they are built
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    return load_script(BENCH)
 
 
 def test_documents_are_fixed_and_in_range(bench):

@@ -34,16 +34,15 @@ def test_set_bytes_counts_inputs_outputs_and_lse():
     assert inputs.set_bytes(c, 2) == (4 * q + 4 * kv) * 2 + 2 * 8 * 4 * 4
 
 
-def naive(c, s):
-    torch = pytest.importorskip("torch")
-    g = c.heads_q // c.heads_kv
-    k, v = (t.float().repeat_interleave(g, dim=2) for t in (s.k, s.v))
-    scores = torch.einsum("bihd,bjhd->bhij", s.q.float(), k) * inputs.softmax_scale(c)
-    scores = scores.masked_fill(~inputs.keep_mask(c, "cpu"), float("-inf"))
-    cols = [scores] + ([s.sink[None, :, None, None].expand(*scores.shape[:3], 1)] if c.sink else [])
-    full = torch.cat(cols, dim=-1)
-    p = torch.softmax(full, dim=-1)[..., : c.seq_kv]
-    return torch.einsum("bhij,bjhd->bihd", p, v), full.logsumexp(-1)
+def oracle_forward(c, s):
+    """The fp64 oracle on a set's inputs, rounded to fp32 like the set's LSE: out (B, S, Hq, Dv) and LSE
+    (B, Hq, S); `window` keys, the query's own included, end at the diagonal (causal)."""
+    from helpers import oracle_api
+
+    left = None if c.window is None else c.window - 1
+    out, lse = oracle_api.attention(s.q, s.k, s.v, sink=s.sink, causal=c.causal, window_size=(left, None),
+                                    return_lse=True)
+    return out.float(), lse.float()
 
 
 @pytest.mark.parametrize("c", [case("swa-sink", 2, 4, 48, 16, hkv=2, causal=True, window=8, sink=True),
@@ -51,7 +50,7 @@ def naive(c, s):
 def test_reference_forward_matches_naive(c):
     torch = pytest.importorskip("torch")
     s = inputs.make_sets(c, torch.bfloat16, "cpu", 1)[0]
-    out, lse = naive(c, s)
+    out, lse = oracle_forward(c, s)
     assert torch.allclose(s.lse, lse, atol=1e-5)
     assert torch.allclose(s.out.float(), out, atol=2e-2)
     assert s.dout.abs().sum() > 0 and s.q.abs().sum() > 0            # never zeros

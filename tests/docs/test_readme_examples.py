@@ -8,11 +8,18 @@ import runpy
 import pytest
 import torch
 
-from oracle import assert_close_bf16, attention_fp64
+from helpers import oracle_api
 from readme_blocks import README, ROOT, examples_in, fences_outside_examples, synced
 
 EXAMPLES = ROOT / "examples"
 PYTHON_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*.py") if not p.name.startswith("train_"))  # train_*: tests/integrations
+BF16_BOUND = 8 * 2.0 ** -8   # the examples' own rule: max |error| <= 8 bf16 ulps x max |oracle|
+
+
+def assert_close_bf16(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
+    err = (got.double() - want.double()).abs().max().item()
+    scale = want.double().abs().max().item()
+    assert err <= BF16_BOUND * scale, f"{name}: max |error| {err:.3e} > {BF16_BOUND:.3e} x max |oracle| {scale:.3e}"
 
 
 def _run(name: str, capsys) -> dict:
@@ -48,7 +55,7 @@ def test_python_example_runs(name, capsys):
 def test_quickstart_gradients_match_the_oracle(capsys):
     g = _run("quickstart.py", capsys)
     leaves = [g[n].detach().double().requires_grad_() for n in ("q", "k", "v", "sink")]
-    out = attention_fp64(*leaves[:3], sink=leaves[3], causal=True, window_size=(128, None))
+    out = oracle_api.attention(*leaves[:3], sink=leaves[3], causal=True, window_size=(128, None))
     out.square().mean().backward()
     assert_close_bf16("out", g["out"], out)
     for name, leaf in zip(("q", "k", "v", "sink"), leaves):
@@ -59,7 +66,7 @@ def test_functional_example_backward_is_the_gradient_of_its_forward(capsys):
     """The forward's output and the backward's gradients both match one oracle built from the example's `mask`."""
     g = _run("functional.py", capsys)
     leaves = [g[n].double().requires_grad_() for n in ("q", "k", "v", "sink")]
-    out = attention_fp64(*leaves[:3], sink=leaves[3], **g["mask"])
+    out = oracle_api.attention(*leaves[:3], sink=leaves[3], **g["mask"])
     (out * g["dout"].double()).sum().backward()
     assert_close_bf16("out", g["out"], out)
     for name, leaf in zip(("dq", "dk", "dv", "dsink"), leaves):
@@ -76,10 +83,8 @@ def test_varlen_example_matches_the_oracle_per_document(capsys):
     """The packed example's output and gradients against the fp64 oracle run on each document alone."""
     g = _run("varlen.py", capsys)
     leaves = [g[n].detach().double().requires_grad_() for n in ("q", "k", "v", "sink")]
-    cu, mask = g["cu_seqlens"].tolist(), {k: w for k, w in g["mask"].items() if k != "sink"}
-    outs = [attention_fp64(*(t[None, s:e] for t in leaves[:3]), sink=leaves[3], **mask)[0]
-            for s, e in zip(cu[:-1], cu[1:])]
-    out = torch.cat(outs)
+    cu, mask = g["cu_seqlens"], {k: w for k, w in g["mask"].items() if k != "sink"}
+    out = oracle_api.attention_varlen(*leaves[:3], cu, cu, sink=leaves[3], **mask)
     out.square().sum().backward()
     assert_close_bf16("out", g["out"], out)
     for name, got, leaf in zip(("dq", "dk", "dv", "dsink"), g["grads"], leaves):

@@ -5,13 +5,10 @@ frost on the packed batch and eager on one of the other two."""
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from transformers import DataCollatorWithFlattening
 
-import frost.integrations.transformers as frost_hf
-from hf_tiny_models import VOCAB, max_errors
+from hf_tiny_models import VOCAB, losses_and_grads, max_errors, model_copy
 
 FORMS = ("position_ids", "collator")   # position_ids alone; the collator's position_ids and flash kwargs
 
@@ -72,11 +69,8 @@ def loss_and_grads(model, impl: str, dtype: torch.dtype, inputs: dict, predictor
                    use_cache: bool = False) -> dict[str, torch.Tensor]:
     """{"loss": per-token losses of the predictors, parameter name: gradient of their mean} in float64, for a copy
     of `model` in `dtype` running `impl` (with a fresh dynamic cache when use_cache)."""
-    frost_hf.register()
-    m = copy.deepcopy(model).to(device=device, dtype=dtype)
+    m = model_copy(model, impl, dtype, device)
     inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
-    m.set_attn_implementation(impl)
-    m.zero_grad()
     if isinstance(inputs.get("attention_mask"), dict):   # block masks: additive, in the run's dtype
         lowest = torch.finfo(dtype).min
         masks = {t: torch.zeros(k.shape, dtype=dtype, device=device).masked_fill_(~k.to(device), lowest)
@@ -87,12 +81,7 @@ def loss_and_grads(model, impl: str, dtype: torch.dtype, inputs: dict, predictor
     predictors = predictors.to(device)
     token_losses = torch.nn.functional.cross_entropy(logits[predictors].float(), ids[predictors + 1],
                                                      reduction="none")
-    token_losses.mean().backward()
-    result = {"loss": token_losses.detach().double()}
-    for name, p in m.named_parameters():
-        if p.grad is not None:
-            result[name] = p.grad.double()
-    return result
+    return losses_and_grads(m, token_losses)
 
 
 def assert_packed_fa_rule(model, docs: list[list[int]], form: str = "position_ids", rows: int = 1,

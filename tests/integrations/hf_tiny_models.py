@@ -66,24 +66,35 @@ def batch(batch_size: int = 2, seq_len: int = 20, lengths=None, seed: int = 1) -
     return inputs
 
 
-def loss_and_grads(model, impl: str, dtype: torch.dtype, inputs: dict, device="cpu") -> dict[str, torch.Tensor]:
-    """{"loss": per-token losses, parameter name: gradient} in float64, for a copy of `model` in `dtype` running
-    `impl` and trained on the mean token loss. Per-token losses, not their mean: a mean can cancel errors."""
+def model_copy(model, impl: str, dtype: torch.dtype, device="cpu"):
+    """A fresh copy of `model` in `dtype` on `device` running attention `impl` (frost registered), gradients zero."""
     frost_hf.register()
     m = copy.deepcopy(model).to(device=device, dtype=dtype)
-    inputs = {k: v.to(device) for k, v in inputs.items()}
     m.set_attn_implementation(impl)
     m.zero_grad()
-    labels = inputs["labels"]
-    logits = m(**{k: v for k, v in inputs.items() if k != "labels"}).logits
-    token_losses = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(),
-                                                     reduction="none")
+    return m
+
+
+def losses_and_grads(m, token_losses: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The backward of the mean token loss: {"loss": per-token losses, parameter name: gradient} in float64.
+    Per-token losses, not their mean: a mean can cancel errors."""
     token_losses.mean().backward()
     result = {"loss": token_losses.detach().double()}
     for name, p in m.named_parameters():
         if p.grad is not None:
             result[name] = p.grad.double()
     return result
+
+
+def loss_and_grads(model, impl: str, dtype: torch.dtype, inputs: dict, device="cpu") -> dict[str, torch.Tensor]:
+    """losses_and_grads of a copy of `model` in `dtype` running `impl` and trained on the mean token loss."""
+    m = model_copy(model, impl, dtype, device)
+    inputs = {k: v.to(device) for k, v in inputs.items()}
+    labels = inputs["labels"]
+    logits = m(**{k: v for k, v in inputs.items() if k != "labels"}).logits
+    token_losses = torch.nn.functional.cross_entropy(logits[:, :-1].flatten(0, 1).float(), labels[:, 1:].flatten(),
+                                                     reduction="none")
+    return losses_and_grads(m, token_losses)
 
 
 def max_errors(got: dict, ref: dict) -> dict[str, float]:

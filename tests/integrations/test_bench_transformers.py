@@ -12,14 +12,13 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from helpers.scripts import load_script  # noqa: E402
+
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_transformers.py"
 
 
 def _load_bench():
-    spec = importlib.util.spec_from_file_location("bench_transformers", BENCH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(BENCH)
 
 
 @pytest.fixture

@@ -11,14 +11,13 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from helpers.scripts import load_script  # noqa: E402
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "train_gpt_oss_tiny.py"
 
 
 def _load_example():
-    spec = importlib.util.spec_from_file_location("train_gpt_oss_tiny", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(EXAMPLE)
 
 
 def test_tiny_training_run(tmp_path):

@@ -1,17 +1,12 @@
-"""Shared helpers of the GPU kernel tests: inputs, the fp64 oracle, the kernel call and the FA rule.
+"""The dense kernel tests' problems (DenseCase, shared with forward_checks.py) and the backward kernels' cases and
+check: inputs, the kernel call and the FA rule (helpers/fa_rule.py) against the fp64 oracle (helpers/oracle.py).
 
-FA rule, per gradient:
-
-    max|kernel - oracle| <= 2 * max|lowp_reference - oracle| + FLOOR * max|oracle| + NOISE * scale
-
-where the oracle is frost.reference in fp64 on the exact kernel inputs (upcast), lowp_reference is
-frost.reference in the io dtype (fp32 compute, P and dS rounded like a kernel) and scale is the largest |oracle|
-of the gradients of the problem. FLOOR = 1e-3 covers gradients the low-precision reference gets (near) exactly;
-it is below one bf16 ulp (2^-8 relative) and near one fp16 ulp (2^-10), so a real error cannot hide under it.
-NOISE = 2^-20 (16 fp32 ulps of the problem's gradient scale) covers gradients that are exactly 0 in exact
-arithmetic but come out of any fp32 accumulation as rounding noise (e.g. Skv = 1: P = 1, O = V, so dS = dP - delta
-cancels to ~1e-7 in fp32). Outputs (and the workspace) are poisoned with NaN before each call: an element the
-kernels do not write fails."""
+check_case builds a case's inputs (O and LSE from the oracle's forward, rounded to the io dtype), runs the backward
+under test and compares dQ, dK, dV and dSink under the FA rule, with noise_scale the largest |oracle| gradient of the
+problem (Skv = 1: P = 1, O = V, so dS = dP - delta cancels to ~1e-7 in fp32); lowp_reference is frost.reference in
+the io dtype. Padded rows must be exact zeros. The kernels' outputs (and workspace) are poisoned with NaN before
+each call: an element they do not write fails. The engine under test is a parameter, so the check itself runs on
+the CPU against the reference engine (tests/kernels/test_kernel_checks.py)."""
 
 from __future__ import annotations
 
@@ -20,20 +15,15 @@ from dataclasses import dataclass, field
 
 import torch
 
-FLOOR = 1e-3
-NOISE = 2.0 ** -20
+from helpers import oracle
+from helpers.fa_rule import fa_rule_each, padded_rows_zero
+from helpers.tensors import int32, randn_bhsd, sink_tensor
+
+GRADS = ("dq", "dk", "dv", "dsink")
 
 
 def torch_dtype(name):
     return {"float16": torch.float16, "bfloat16": torch.bfloat16}[name]
-
-
-def rand(shape, dtype, layout, gen):
-    """Random (B, H, S, D) tensor; "bshd" gives the transposed view of BSHD memory."""
-    b, h, s, d = shape
-    if layout == "bshd":
-        return torch.randn((b, s, h, d), generator=gen, device="cuda").to(dtype).transpose(1, 2)
-    return torch.randn((b, h, s, d), generator=gen, device="cuda").to(dtype)
 
 
 def poisoned_like(t):
@@ -64,8 +54,9 @@ def run_backward(bwd, cfg, q, k, v, o, do, lse, scale, **features):
 
 
 @dataclass
-class Case:
-    """One backward problem. Lengths are per-batch lists (None = full); sink is a list of Hq floats or a scalar."""
+class DenseCase:
+    """The fields of a dense kernel problem (forward or backward). Lengths are per-batch lists (None = full); sink
+    is a list of Hq floats or one float for every head; layout "bshd" gives q, k, v, dO as views of BSHD memory."""
 
     dtype: str = "bfloat16"
     dqk: int = 64
@@ -82,47 +73,52 @@ class Case:
     seq_len_q: list | None = None
     seq_len_kv: list | None = None
     sink: object = None
-    dlse: bool = False   # a random gradient on the forward's LSE output (a strided (B, Hq, Sq) view)
-    deterministic: bool = False
     layout: str = "bshd"
     seed: int = 0
-    tag: str = field(default="")
 
     def describe(self) -> str:
         return (f"{self.dtype} d={self.dqk}/{self.dv} B={self.b} H={self.hq}/{self.hkv} S={self.sq}/{self.skv} "
                 f"causal={self.causal} {self.alignment} band=({self.band_left},{self.band_right}) "
-                f"lens=({self.seq_len_q},{self.seq_len_kv}) sink={self.sink} dlse={self.dlse} det={self.deterministic} "
-                f"{self.layout} seed={self.seed} {self.tag}")
+                f"lens=({self.seq_len_q},{self.seq_len_kv}) sink={self.sink} {self.layout} seed={self.seed}")
 
 
-def build_inputs(c: Case):
-    """Kernel inputs plus the reference keyword arguments (O and LSE from the fp64 forward)."""
-    from frost import reference
-
+def dense_inputs(c: DenseCase, device="cuda"):
+    """(generator, q, k, v, keyword arguments of frost.reference and the oracle: scale, mask, lengths, sink); the
+    generator, seeded with c.seed, goes on to draw the case's other tensors."""
     tdt = torch_dtype(c.dtype)
-    gen = torch.Generator(device="cuda").manual_seed(c.seed)
-    q = rand((c.b, c.hq, c.sq, c.dqk), tdt, c.layout, gen)
-    k = rand((c.b, c.hkv, c.skv, c.dqk), tdt, c.layout, gen)
-    v = rand((c.b, c.hkv, c.skv, c.dv), tdt, c.layout, gen)
-    do = rand((c.b, c.hq, c.sq, c.dv), tdt, c.layout, gen)
-    lens_q = None if c.seq_len_q is None else torch.tensor(c.seq_len_q, dtype=torch.int32, device="cuda")
-    lens_kv = None if c.seq_len_kv is None else torch.tensor(c.seq_len_kv, dtype=torch.int32, device="cuda")
-    sink = None
-    if c.sink is not None:
-        vals = c.sink if isinstance(c.sink, (list, tuple)) else [float(c.sink)] * c.hq
-        sink = torch.tensor(vals, dtype=torch.float32, device="cuda")
+    gen = torch.Generator(device=device).manual_seed(c.seed)
+    q, k, v = (randn_bhsd(shape, tdt, layout=c.layout, gen=gen, device=device)
+               for shape in ((c.b, c.hq, c.sq, c.dqk), (c.b, c.hkv, c.skv, c.dqk), (c.b, c.hkv, c.skv, c.dv)))
     kw = dict(scale=1.0 / math.sqrt(c.dqk), causal=c.causal, alignment=c.alignment, band_left=c.band_left,
-              band_right=c.band_right, seq_len_q=lens_q, seq_len_kv=lens_kv)
-    o64, lse64 = reference.attention_forward(q.double(), k.double(), v.double(), sink=_dbl(sink), **kw)
-    o, lse = o64.to(tdt), lse64.float()
+              band_right=c.band_right, seq_len_q=int32(c.seq_len_q, device), seq_len_kv=int32(c.seq_len_kv, device),
+              sink=sink_tensor(c.sink, c.hq, device))
+    return gen, q, k, v, kw
+
+
+@dataclass
+class Case(DenseCase):
+    """One backward problem."""
+
+    dlse: bool = False   # a random gradient on the forward's LSE output (a strided (B, Hq, Sq) view)
+    deterministic: bool = False
+    tag: str = field(default="")
+
+    def describe(self) -> str:
+        return f"{super().describe()} dlse={self.dlse} det={self.deterministic} {self.tag}"
+
+
+def build_inputs(c: Case, device="cuda"):
+    """Kernel inputs plus the mask keyword arguments of frost.reference and the oracle (O and LSE from the fp64
+    oracle forward, rounded to the io dtype and fp32)."""
+    gen, q, k, v, kw = dense_inputs(c, device)
+    do = randn_bhsd((c.b, c.hq, c.sq, c.dv), q.dtype, layout=c.layout, gen=gen, device=device)
+    sink = kw.pop("sink")
+    o64, lse64 = oracle.attention_forward(q, k, v, sink=sink, **kw)
+    o, lse = o64.to(q.dtype), lse64.float()
     dlse = None
     if c.dlse:  # every other row of a wider buffer: the kernels take its strides
-        dlse = torch.randn((c.b, c.hq, 2 * c.sq), generator=gen, device="cuda")[..., ::2]
+        dlse = torch.randn((c.b, c.hq, 2 * c.sq), generator=gen, device=device)[..., ::2]
     return dict(q=q, k=k, v=v, o=o, do=do, lse=lse, sink=sink, dlse=dlse, kw=kw)
-
-
-def _dbl(t):
-    return None if t is None else t.double()
 
 
 def kernel_features(c: Case, inp) -> dict:
@@ -141,59 +137,31 @@ def compiled(c: Case):
     return cfg, compile_backward(cfg)
 
 
-def _padded_rows_zero(name, g, lens):
-    """Rows past each batch's length must be exact zeros."""
-    if lens is None:
-        return []
-    bad = []
-    for bi, n in enumerate(lens.tolist()):
-        tail = g[bi, :, n:]
-        if tail.numel() and not bool((tail == 0).all()):
-            bad.append(f"{name}: batch {bi} rows >= {n} not exactly zero")
-    return bad
+def kernel_backward(c: Case, inp) -> tuple:
+    """The engine under test on the GPU: the compiled backward kernels."""
+    cfg, bwd = compiled(c)
+    got = run_backward(bwd, cfg, *(inp[n] for n in ("q", "k", "v", "o", "do", "lse")), inp["kw"]["scale"],
+                       **kernel_features(c, inp))
+    torch.cuda.synchronize()
+    return got
 
 
-def check_case(c: Case) -> list[str]:
-    """Run the kernel on case c and compare with the oracle under the FA rule; returns a report (asserts)."""
+def check_case(c: Case, run=kernel_backward, device="cuda") -> list[str]:
+    """Run `run(c, inputs)` -> (dq, dk, dv, dsink) on case c and compare with the oracle under the FA rule;
+    returns a report (asserts)."""
     from frost import reference
 
-    inp = build_inputs(c)
-    q, k, v, o, do, lse, sink, kw = (inp[n] for n in ("q", "k", "v", "o", "do", "lse", "sink", "kw"))
-    dlse = inp["dlse"]
-    oracle = reference.attention_backward(q.double(), k.double(), v.double(), o.double(), do.double(),
-                                          lse.double(), sink=_dbl(sink), dlse=_dbl(dlse), **kw)
-    lowp = reference.attention_backward(q, k, v, o, do, lse, sink=sink, dlse=dlse, **kw)
-    cfg, bwd = compiled(c)
-    got = run_backward(bwd, cfg, q, k, v, o, do, lse, kw["scale"], **kernel_features(c, inp))
-    torch.cuda.synchronize()
-    names = ("dq", "dk", "dv", "dsink")
-    grad_scale = max([r.abs().max().item() for r in oracle[:3] if r.numel()] + [0.0])
-    report, failed = [], []
-    for name, g, ref, lo in zip(names, got, oracle, lowp):
-        if ref is None:
-            assert g is None
-            continue
-        assert torch.isfinite(g).all(), f"{name}: non-finite values (unwritten or NaN) {c.describe()}"
-        if not g.numel():
-            continue
-        err = (g.double() - ref).abs().max().item()
-        ref_err = (lo.double() - ref).abs().max().item()
-        bound = 2 * ref_err + FLOOR * ref.abs().max().item() + NOISE * grad_scale
-        report.append(f"{name} err={err:.3e} ref_err={ref_err:.3e} bound={bound:.3e}")
-        if not err <= bound:
-            failed.append(f"{name}: {err:.3e} > {bound:.3e}")
-    failed += _padded_rows_zero("dq", got[0], kw["seq_len_q"])
-    failed += _padded_rows_zero("dk", got[1], kw["seq_len_kv"]) + _padded_rows_zero("dv", got[2], kw["seq_len_kv"])
+    inp = build_inputs(c, device)
+    args = [inp[n] for n in ("q", "k", "v", "o", "do", "lse")]
+    side = dict(sink=inp["sink"], dlse=inp["dlse"], **inp["kw"])
+    exact = oracle.attention_backward(*args, **side)
+    lowp = reference.attention_backward(*args, **side)
+    got = run(c, inp)
+    grad_scale = max([r.abs().max().item() for r in exact[:3] if r.numel()] + [0.0])
+    failed, report = [], []
+    fa_rule_each(GRADS, got, exact, lowp, failed, report, noise_scale=grad_scale)
+    padded_rows_zero("dq", got[0], c.seq_len_q, failed)
+    padded_rows_zero("dk", got[1], c.seq_len_kv, failed)
+    padded_rows_zero("dv", got[2], c.seq_len_kv, failed)
     assert not failed, f"{failed} ({c.describe()}) {report}"
     return report
-
-
-def run_cases(cases) -> None:
-    """Check every case; one assertion listing all failures."""
-    failures = []
-    for c in cases:
-        try:
-            check_case(c)
-        except AssertionError as e:
-            failures.append(str(e))
-    assert not failures, f"{len(failures)}/{len(cases)} failed:\n" + "\n".join(failures)

@@ -1,56 +1,44 @@
 """The cute_sm120 engine adapter with every issue-6 feature at once -- GQA + padding + band + sink (+ deterministic)
--- through frost.compile, against the fp64 reference under the FA rule (kernel_oracle.py). GPU machine only."""
+-- through frost.compile, against the fp64 oracle under the FA rule (helpers/fa_rule.py). GPU machine only."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernel_oracle import FLOOR, NOISE  # noqa: E402
+from frost import reference  # noqa: E402
+from helpers import oracle  # noqa: E402
+from helpers.fa_rule import fa_rule_each  # noqa: E402
+from helpers.graph_inputs import graph_inputs  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-DT = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32, "int32": torch.int32}
 
 
 def _random_inputs(plan, seed):
     """The plan's op and its input tensors on the GPU in the plan's strides, floats drawn from N(0, 1)."""
-    gen = torch.Generator().manual_seed(seed)
-    op = plan.graph.sdpa_ops()[0]
-    t = {}
-    for spec in plan.graph.tensors:
-        if spec.name in op.output_names():
-            continue
-        x = torch.empty_strided(spec.shape, spec.effective_strides, dtype=DT[spec.dtype], device="cuda")
-        if spec.dtype != "int32":
-            x.copy_(torch.randn(spec.shape, generator=gen))
-        t[spec.name] = x
-    return op, t
+    return plan.graph.sdpa_ops()[0], graph_inputs(plan.graph, seed=seed, device="cuda")
 
 
 def _inputs(plan, lens_q, lens_kv):
-    from frost.reference import attention_forward
-
+    """Random inputs with O and LSE from the fp64 oracle's forward."""
     op, t = _random_inputs(plan, 0)
     ins = op.inputs
     t[ins.seq_len_q].copy_(torch.tensor(lens_q))
     t[ins.seq_len_kv].copy_(torch.tensor(lens_kv))
-    o, lse = attention_forward(t[ins.q].double(), t[ins.k].double(), t[ins.v].double(), causal=op.causal,
-                               alignment=op.alignment, band_left=op.band_left, band_right=op.band_right,
-                               sink=t[ins.sink].double(), seq_len_q=t[ins.seq_len_q], seq_len_kv=t[ins.seq_len_kv])
+    o, lse = oracle.attention_forward(t[ins.q], t[ins.k], t[ins.v], causal=op.causal, alignment=op.alignment,
+                                      band_left=op.band_left, band_right=op.band_right, sink=t[ins.sink],
+                                      seq_len_q=t[ins.seq_len_q], seq_len_kv=t[ins.seq_len_kv])
     t[ins.o].copy_(o)
     t[ins.lse].copy_(lse)
     return op, t
 
 
-def _reference(op, t, dtype):
-    from frost.reference import attention_backward
-
+def _backward(engine, op, t):
+    """engine.attention_backward (the oracle's in fp64, or frost.reference's in the io dtype) on the plan's op."""
     ins = op.inputs
-    conv = {n: (x.to(dtype) if x.is_floating_point() and dtype == torch.float64 else x) for n, x in t.items()}
-    return attention_backward(conv[ins.q], conv[ins.k], conv[ins.v], conv[ins.o], conv[ins.do], conv[ins.lse],
-                              causal=op.causal, alignment=op.alignment, band_left=op.band_left,
-                              band_right=op.band_right, sink=conv[ins.sink], seq_len_q=t[ins.seq_len_q],
-                              seq_len_kv=t[ins.seq_len_kv])
+    return engine.attention_backward(t[ins.q], t[ins.k], t[ins.v], t[ins.o], t[ins.do], t[ins.lse],
+                                     causal=op.causal, alignment=op.alignment, band_left=op.band_left,
+                                     band_right=op.band_right, sink=t[ins.sink], seq_len_q=t[ins.seq_len_q],
+                                     seq_len_kv=t[ins.seq_len_kv])
 
 
 @pytest.mark.parametrize("det", (False, True), ids=("default", "deterministic"))
@@ -66,17 +54,13 @@ def test_engine_serves_every_feature_at_once(det):
     outs, ws = plan.new_outputs("cuda"), plan.new_workspace("cuda")
     plan.execute(t | outs, workspace=ws)
     torch.cuda.synchronize()
-    exact, low = _reference(op, t, torch.float64), _reference(op, t, None)
+    exact, low = _backward(oracle, op, t), _backward(reference, op, t)
     names = ("dq", "dk", "dv", "dsink")
     scale = max(e.abs().max().item() for e in exact[:3])
-    failed = []
-    for name, e, lo in zip(names, exact, low):
-        got = outs[getattr(op.outputs, name)]
-        err = (got.double() - e).abs().max().item()
-        bar = 2 * (lo.double() - e).abs().max().item() + FLOOR * e.abs().max().item() + NOISE * scale
-        if not err <= bar:
-            failed.append((name, err, bar))
-    assert not failed, failed
+    failed, report = [], []
+    fa_rule_each(names, [outs[getattr(op.outputs, n)] for n in names], exact, low, failed, report,
+                 noise_scale=scale)
+    assert not failed, (failed, report)
 
 
 def test_graph_replay_matches_direct_launch(monkeypatch):

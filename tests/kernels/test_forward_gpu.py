@@ -1,148 +1,26 @@
-"""GPU tests of the SM120-class forward kernel (frost.kernels.forward) against the fp64 reference, under the FA
-rule for O and LSE (kernel_oracle.py):
+"""GPU tests of the SM120-class forward kernel (frost.kernels.forward) against the fp64 oracle, under the FA
+rule for O and LSE (forward_checks.py, helpers/fa_rule.py):
 
     max|kernel - oracle| <= 2 * max|lowp_reference - oracle| + FLOOR * max|oracle| + NOISE * max|oracle|
 
-with the oracle frost.reference.attention_forward in fp64 on the exact kernel inputs and lowp_reference the same
-in the io dtype (fp32 compute, P rounded like a kernel). LSE entries the oracle gives as -inf (padded rows, rows
-that see no key without a sink) must be exactly -inf; padded rows of O exact zeros. Outputs are poisoned with NaN
-before each call, so an element the kernel does not write fails. The matrix samples (dtype, head dims, mask,
-lengths, GQA, padding, sink) combinations so that it runs in a few minutes.
+with the oracle helpers/oracle.py in fp64 on the exact kernel inputs and lowp_reference frost.reference in the io
+dtype (fp32 compute, P rounded like a kernel). LSE entries the oracle gives as -inf (padded rows, rows that see no
+key without a sink) must be exactly -inf; padded rows of O exact zeros. Outputs are poisoned with NaN before each
+call, so an element the kernel does not write fails. The matrix samples (dtype, head dims, mask, lengths, GQA,
+padding, sink) combinations so that it runs in a few minutes.
 
 Run on the GPU machine: python3 -m pytest -m gpu tests/kernels/test_forward_gpu.py"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernel_oracle import FLOOR, NOISE, rand, torch_dtype  # noqa: E402  (tests/kernels is on sys.path)
+from forward_checks import FwdCase, check_case, compiled, inputs, outputs  # noqa: E402  (tests/kernels is on sys.path)
+from helpers.fa_rule import run_cases  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-
-@dataclass
-class FwdCase:
-    dtype: str = "bfloat16"
-    dqk: int = 64
-    dv: int = 64
-    b: int = 1
-    hq: int = 2
-    hkv: int = 2
-    sq: int = 77
-    skv: int = 77
-    causal: bool = False
-    alignment: str = "top_left"
-    band_left: int | None = None
-    band_right: int | None = None
-    seq_len_q: list | None = None
-    seq_len_kv: list | None = None
-    sink: object = None      # a list of Hq floats or one float for every head
-    layout: str = "bshd"
-    seed: int = 0
-    tile: tuple | None = None  # a tile other than the table's (bench_forward.VARIANTS), else None
-
-    def describe(self) -> str:
-        return (f"{self.dtype} d={self.dqk}/{self.dv} B={self.b} H={self.hq}/{self.hkv} S={self.sq}/{self.skv} "
-                f"causal={self.causal} {self.alignment} band=({self.band_left},{self.band_right}) "
-                f"lens=({self.seq_len_q},{self.seq_len_kv}) sink={self.sink} {self.layout} seed={self.seed}"
-                + ("" if self.tile is None else f" tile={self.tile}"))
-
-
-def _inputs(c: FwdCase):
-    tdt = torch_dtype(c.dtype)
-    gen = torch.Generator(device="cuda").manual_seed(c.seed)
-    q = rand((c.b, c.hq, c.sq, c.dqk), tdt, c.layout, gen)
-    k = rand((c.b, c.hkv, c.skv, c.dqk), tdt, c.layout, gen)
-    v = rand((c.b, c.hkv, c.skv, c.dv), tdt, c.layout, gen)
-    lens = [None if x is None else torch.tensor(x, dtype=torch.int32, device="cuda")
-            for x in (c.seq_len_q, c.seq_len_kv)]
-    sink = None
-    if c.sink is not None:
-        vals = c.sink if isinstance(c.sink, (list, tuple)) else [float(c.sink)] * c.hq
-        sink = torch.tensor(vals, dtype=torch.float32, device="cuda")
-    mask = dict(causal=c.causal, alignment=c.alignment, band_left=c.band_left, band_right=c.band_right)
-    return q, k, v, dict(scale=1.0 / math.sqrt(c.dqk), seq_len_q=lens[0], seq_len_kv=lens[1], sink=sink, **mask)
-
-
-def _compiled(c: FwdCase):
-    from frost.kernels.arch import detect_arch
-    from frost.kernels.forward import choose_forward_config, compile_forward
-    from frost.kernels.forward.api import CompiledForward
-    from frost.kernels.forward.compile import compile_forward_kernel
-    from frost.kernels.forward.tiles import ForwardTile
-
-    cfg = choose_forward_config(c.dtype, c.dqk, c.dv, detect_arch())
-    if c.tile is None:
-        return compile_forward(cfg)
-    tile = ForwardTile(cfg.head_dim_pad, cfg.head_dim_v_pad, *c.tile)
-    return CompiledForward(cfg, compile_forward_kernel(cfg.key, tile=tile))
-
-
-def _outputs(q, dv: int, layout: str):
-    """NaN-poisoned O (same memory order as q) and LSE."""
-    b, h, s, _ = q.shape
-    if layout == "bshd":
-        o = torch.empty((b, s, h, dv), dtype=q.dtype, device="cuda").transpose(1, 2)
-    else:
-        o = torch.empty((b, h, s, dv), dtype=q.dtype, device="cuda")
-    o.fill_(float("nan"))
-    lse = torch.full((b, h, s), float("nan"), dtype=torch.float32, device="cuda")
-    return o, lse
-
-
-def _fa_rule(name: str, got, ref, lowp, failed: list, report: list) -> None:
-    if not got.numel():
-        return
-    finite = torch.isfinite(ref)
-    if not torch.equal(torch.isfinite(got), finite) or not torch.equal(got[~finite], ref[~finite].to(got.dtype)):
-        failed.append(f"{name}: non-finite entries differ from the oracle's ({int(torch.isnan(got).sum())} NaN)")
-        return
-    if not bool(finite.any()):
-        return
-    g, r, lo = got[finite].double(), ref[finite], lowp[finite].double()
-    scale = r.abs().max().item()
-    err, ref_err = (g - r).abs().max().item(), (lo - r).abs().max().item()
-    bound = 2 * ref_err + FLOOR * scale + NOISE * scale
-    report.append(f"{name} err={err:.3e} ref_err={ref_err:.3e} bound={bound:.3e}")
-    if not err <= bound:
-        failed.append(f"{name}: {err:.3e} > {bound:.3e}")
-
-
-def check_case(c: FwdCase) -> list[str]:
-    from frost import reference
-
-    q, k, v, kw = _inputs(c)
-    sink = kw.pop("sink")
-    o64, lse64 = reference.attention_forward(q.double(), k.double(), v.double(),
-                                             sink=None if sink is None else sink.double(), **kw)
-    o_lp, lse_lp = reference.attention_forward(q, k, v, sink=sink, **kw)
-    o, lse = _outputs(q, c.dv, c.layout)
-    _compiled(c)(q, k, v, o, lse, sink=sink, **kw)
-    torch.cuda.synchronize()
-    failed, report = [], []
-    _fa_rule("o", o, o64, o_lp, failed, report)
-    _fa_rule("lse", lse, lse64, lse_lp, failed, report)
-    if kw["seq_len_q"] is not None:
-        for bi, n in enumerate(c.seq_len_q):
-            if o[bi, :, n:].numel() and not bool((o[bi, :, n:] == 0).all()):
-                failed.append(f"o: batch {bi} rows >= {n} not exactly zero")
-    assert not failed, f"{failed} ({c.describe()}) {report}"
-    return report
-
-
-def run_cases(cases) -> None:
-    failures = []
-    for c in cases:
-        try:
-            check_case(c)
-        except AssertionError as e:
-            failures.append(str(e))
-    assert not failures, f"{len(failures)}/{len(cases)} failed:\n" + "\n".join(failures)
 
 
 MASKS = (dict(causal=False), dict(causal=True), dict(causal=True, alignment="bottom_right"))
@@ -164,7 +42,7 @@ def test_head_dims(dims):
         for j, mask in enumerate(MASKS):
             cases.append(FwdCase(dtypes[(i + j) % len(dtypes)], dqk, dv, b, hq, hkv, sq, skv, seed=i * 3 + j,
                                  layout=("bshd", "bhsd")[(i + j) % 2], **mask))
-    run_cases(cases)
+    run_cases(check_case, cases)
 
 
 # Bands around either diagonal: (0, 0) the diagonal alone, a 128-token window, right widening, a band that leaves
@@ -179,7 +57,7 @@ BANDS = (dict(band_left=0, band_right=0), dict(causal=True, band_left=128), dict
 def test_bands(dtype, d):
     cases = [FwdCase(dtype, d, d, 1, 2, 1, sq, skv, seed=i, **band)
              for i, band in enumerate(BANDS) for sq, skv in ((1000, 1000), (300, 1100), (700, 129))]
-    run_cases(cases)
+    run_cases(check_case, cases)
 
 
 @pytest.mark.parametrize("dtype", ("float16", "bfloat16"))
@@ -196,15 +74,15 @@ def test_gqa_padding_sink(dtype):
                 seq_len_kv=[333, 0], sink=-30.0),
         FwdCase(dtype, 256, 256, 1, 4, 4, 129, 65, sink=30.0, band_left=10, band_right=10),
     ]
-    run_cases(cases)
+    run_cases(check_case, cases)
 
 
 @pytest.mark.parametrize("d", (64, 128, 256))
 def test_long(d):
     """S = 4097 (one row past a tile boundary), causal both alignments and a sliding window with a sink."""
-    run_cases([FwdCase("bfloat16", d, d, 1, 2, 1, 4097, 4097, True, seed=1),
-               FwdCase("float16", d, d, 1, 2, 2, 4097, 1000, True, "bottom_right", seed=2),
-               FwdCase("bfloat16", d, d, 1, 2, 1, 4097, 4097, True, band_left=128, sink=0.5, seed=3)])
+    run_cases(check_case, [FwdCase("bfloat16", d, d, 1, 2, 1, 4097, 4097, True, seed=1),
+                           FwdCase("float16", d, d, 1, 2, 2, 4097, 1000, True, "bottom_right", seed=2),
+                           FwdCase("bfloat16", d, d, 1, 2, 1, 4097, 4097, True, band_left=128, sink=0.5, seed=3)])
 
 
 def _variant_tiles():
@@ -218,28 +96,30 @@ def _variant_tiles():
 def test_variant_tiles(d, tile):
     """Every tile bench_forward times (the table's and its alternatives) against the oracle: tails, both
     alignments, a window with a sink, GQA with per-batch lengths, S past a tile boundary."""
-    run_cases([FwdCase("bfloat16", d, d, 2, 3, 3, 77, 77, tile=tile),
-               FwdCase("bfloat16", d, d, 1, 4, 2, 1000, 515, True, "bottom_right", seed=1, layout="bhsd", tile=tile),
-               FwdCase("bfloat16", d, d, 1, 2, 1, 1000, 1000, True, band_left=128, sink=0.5, seed=2, tile=tile),
-               FwdCase("bfloat16", d, d, 4, 8, 2, 300, 300, True, seq_len_q=[77, 0, 300, 1],
-                       seq_len_kv=[300, 200, 0, 5], sink=-30.0, seed=3, tile=tile),
-               FwdCase("bfloat16", d, d, 1, 2, 1, 4097, 4097, seed=4, tile=tile)])
+    run_cases(check_case, [
+        FwdCase("bfloat16", d, d, 2, 3, 3, 77, 77, tile=tile),
+        FwdCase("bfloat16", d, d, 1, 4, 2, 1000, 515, True, "bottom_right", seed=1, layout="bhsd", tile=tile),
+        FwdCase("bfloat16", d, d, 1, 2, 1, 1000, 1000, True, band_left=128, sink=0.5, seed=2, tile=tile),
+        FwdCase("bfloat16", d, d, 4, 8, 2, 300, 300, True, seq_len_q=[77, 0, 300, 1], seq_len_kv=[300, 200, 0, 5],
+                sink=-30.0, seed=3, tile=tile),
+        FwdCase("bfloat16", d, d, 1, 2, 1, 4097, 4097, seed=4, tile=tile)])
 
 
 def test_empty_keys_and_rows():
     """No keys at all (Skv = 0): O = 0 and LSE = sink (or -inf); no query rows (Sq = 0): nothing is launched."""
-    run_cases([FwdCase("bfloat16", 64, 64, 2, 2, 2, 33, 0), FwdCase("float16", 128, 128, 2, 4, 2, 33, 0, sink=2.0),
-               FwdCase("bfloat16", 64, 64, 2, 2, 2, 0, 50)])
+    run_cases(check_case, [FwdCase("bfloat16", 64, 64, 2, 2, 2, 33, 0),
+                           FwdCase("float16", 128, 128, 2, 4, 2, 33, 0, sink=2.0),
+                           FwdCase("bfloat16", 64, 64, 2, 2, 2, 0, 50)])
 
 
 def test_rows_past_sq_untouched():
     """O written through a view of a larger buffer: the rows past Sq stay as they were (NaN)."""
     c = FwdCase("bfloat16", 64, 64, 2, 2, 1, 77, 90, True)
-    q, k, v, kw = _inputs(c)
+    q, k, v, kw = inputs(c)
     buf = torch.full((2, 200, 2, 64), float("nan"), dtype=q.dtype, device="cuda")
     o = buf[:, :77].transpose(1, 2)
     lse_buf = torch.full((2, 2, 200), float("nan"), device="cuda")
-    _compiled(c)(q, k, v, o, lse_buf[:, :, :77], **kw)
+    compiled(c)(q, k, v, o, lse_buf[:, :, :77], **kw)
     torch.cuda.synchronize()
     assert bool(torch.isnan(buf[:, 77:]).all()) and bool(torch.isnan(lse_buf[:, :, 77:]).all())
     assert bool(torch.isfinite(o).all()) and bool(torch.isfinite(lse_buf[:, :, :77]).all())
@@ -248,9 +128,9 @@ def test_rows_past_sq_untouched():
 def test_cuda_graph_replay():
     """A call captured in a CUDA graph (no allocation, no sync) replays to the same outputs for new inputs."""
     c = FwdCase("bfloat16", 128, 128, 2, 4, 2, 300, 300, True, sink=1.0, seq_len_q=[300, 150])
-    q, k, v, kw = _inputs(c)
-    fwd = _compiled(c)
-    o, lse = _outputs(q, c.dv, c.layout)
+    q, k, v, kw = inputs(c)
+    fwd = compiled(c)
+    o, lse = outputs(q, c.dv, c.layout)
     fwd(q, k, v, o, lse, **kw)  # compiled and warm before capture
     graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
@@ -259,7 +139,7 @@ def test_cuda_graph_replay():
     torch.cuda.current_stream().wait_stream(stream)
     q.copy_(torch.randn_like(q))
     graph.replay()
-    o2, lse2 = _outputs(q, c.dv, c.layout)
+    o2, lse2 = outputs(q, c.dv, c.layout)
     fwd(q, k, v, o2, lse2, **kw)
     torch.cuda.synchronize()
     assert torch.equal(o, o2) and torch.equal(lse.nan_to_num(), lse2.nan_to_num())
@@ -269,9 +149,9 @@ def test_bad_arguments():
     from frost.errors import FrostError
 
     c = FwdCase("bfloat16", 64, 64, 1, 4, 2, 10, 10)
-    q, k, v, kw = _inputs(c)
-    o, lse = _outputs(q, 64, "bshd")
-    fwd = _compiled(c)
+    q, k, v, kw = inputs(c)
+    o, lse = outputs(q, 64, "bshd")
+    fwd = compiled(c)
     with pytest.raises(FrostError, match="k.shape"):
         fwd(q, k[:, :, :, :32], v, o, lse, **kw)
     with pytest.raises(FrostError, match="lse"):
@@ -290,5 +170,5 @@ def test_bad_arguments():
 @pytest.mark.parametrize("d", (64, 128))
 def test_sanitizer_case(d):
     """Small GQA + padding + band + sink + tail configuration for compute-sanitizer (memcheck / racecheck)."""
-    run_cases([FwdCase("bfloat16", d, d, 2, 4, 2, 150, 133, True, "bottom_right", band_left=40,
-                       seq_len_q=[150, 70], seq_len_kv=[100, 133], sink=0.5)])
+    run_cases(check_case, [FwdCase("bfloat16", d, d, 2, 4, 2, 150, 133, True, "bottom_right", band_left=40,
+                                   seq_len_q=[150, 70], seq_len_kv=[100, 133], sink=0.5)])

@@ -1,6 +1,6 @@
 """GPU tests of the issue-6 features of the SM120-class backward kernels -- GQA/MQA, per-batch padding, band
 bounds (causal, right-band widening, sliding window, general (L, R)) in both alignments, sink gradients and
-deterministic mode, all composed -- against the fp64 reference under the FA rule (kernel_oracle.py).
+deterministic mode, all composed -- against the fp64 oracle under the FA rule (kernel_oracle.py).
 
 Run on the GPU machine: python3 -m pytest -m gpu tests/kernels/test_kernels_features_gpu.py"""
 
@@ -10,8 +10,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from kernel_oracle import (Case, build_inputs, compiled, kernel_features, make_workspace,  # noqa: E402
-                           poisoned_like, run_cases)
+from helpers.fa_rule import run_cases  # noqa: E402
+from kernel_oracle import (Case, build_inputs, check_case, compiled, kernel_features, make_workspace,  # noqa: E402
+                           poisoned_like)
 
 pytestmark = pytest.mark.gpu
 
@@ -63,7 +64,7 @@ EDGES = {
 
 @pytest.mark.parametrize("name", sorted(EDGES))
 def test_edges(name):
-    run_cases(EDGES[name])
+    run_cases(check_case, EDGES[name])
 
 
 def _random_case(rng: random.Random, i: int) -> Case:
@@ -90,7 +91,7 @@ def test_random_matrix(chunk):
     """Seeded random combinations of every feature (GQA ratio, padding, band kind, alignment, sink,
     deterministic, head dims, layouts), 12 per chunk."""
     rng = random.Random(2026 + chunk)
-    run_cases([_random_case(rng, chunk * 100 + i) for i in range(12)])
+    run_cases(check_case, [_random_case(rng, chunk * 100 + i) for i in range(12)])
 
 
 BITWISE_CASES = {
@@ -164,7 +165,7 @@ def test_deterministic_bitwise(which):
         else:
             for name, a, e in zip(("dq", "dk", "dv", "dsink"), outs, first):
                 assert torch.equal(_bits(a), _bits(e)), f"{name} differs between runs"
-    run_cases([c])
+    run_cases(check_case, [c])
 
 
 DET_CASES = [Case(b=2, hq=4, hkv=2, sq=s, skv=skv, dqk=d, dv=d, causal=causal, alignment=al, band_left=left,
@@ -199,7 +200,7 @@ DET_CASES = [Case(b=2, hq=4, hkv=2, sq=s, skv=skv, dqk=d, dv=d, causal=causal, a
 @pytest.mark.parametrize("i", range(len(DET_CASES)))
 def test_deterministic_modes(i):
     """Deterministic mode across mask kinds (ordered dQ accumulation), vs the oracle."""
-    run_cases([DET_CASES[i]])
+    run_cases(check_case, [DET_CASES[i]])
 
 
 def _bits(t):
@@ -213,7 +214,8 @@ def test_sanitizer_features(det):
     V as wide as Q/K and narrower; d96 and d128: dQ one step behind on mbarriers, in deterministic mode released
     through an "adds done" mbarrier by the warps in turn, and on a wide band the dq_gemm set; the 48-key band runs
     the narrow-band sets up to d128, d32's with 64-row query tiles and d80's on bwd_main_lag's step)."""
-    run_cases([Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
+    run_cases(check_case,
+              [Case(b=2, hq=4, hkv=2, sq=100, skv=140, dqk=d, dv=d, causal=True, alignment=BR, band_left=40,
                     band_right=8, seq_len_q=[100, 61], seq_len_kv=[140, 77], sink=0.5, deterministic=det,
                     dlse=d == 128, seed=d) for d in (32, 64, 80, 96, 128, 192, 256)]
               # on a wide band the dq_gemm sets (dS^T stored, dQ by its own GEMM): d96/d128 in deterministic

@@ -18,6 +18,7 @@ from frost.kernels.backward.launch import LOG2_E, Launch, Problem
 from frost.kernels.mask import (FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND,
                                 main_writes_dq)
 from frost.kernels.backward.preprocess import PreprocessKernel
+from helpers.tensors import randn_bhsd
 
 KERNELS = {"preprocess": PreprocessKernel, "main": BwdMainKernel, "dq_convert": DqConvertKernel}
 
@@ -37,15 +38,11 @@ def _recording_kernels(calls: dict):
     return SimpleNamespace(backward=_recorder("backward", calls, _params(BackwardChain)))
 
 
-def _bshd(b, h, s, d, dtype=torch.bfloat16):
-    return torch.zeros(b, s, h, d, dtype=dtype).transpose(1, 2)
-
-
 def _problem_tensors(b=2, hq=4, hkv=2, sq=100, skv=140, d=64, **features):
     """(config for the problem's ``features``: band_left, band_right, deterministic; io tensors; workspace)."""
     cfg = choose_config("bfloat16", d, d, True, "bottom_right", "sm_90a", **features)
-    q, o, do, dq = (_bshd(b, hq, sq, d) for _ in range(4))
-    k, v, dk, dv = (_bshd(b, hkv, skv, d) for _ in range(4))
+    q, o, do, dq = (randn_bhsd((b, hq, sq, d), torch.bfloat16, layout="bshd") for _ in range(4))
+    k, v, dk, dv = (randn_bhsd((b, hkv, skv, d), torch.bfloat16, layout="bshd") for _ in range(4))
     lse = torch.zeros(b, hq, sq)
     ws = {n: torch.zeros(max(nb, 16), dtype=torch.uint8) for n, nb in workspace_regions(cfg, b, hq, sq, skv)}
     return cfg, (q, k, v, o, do, lse, dq, dk, dv), ws
@@ -365,9 +362,9 @@ def test_checked_call_names_the_bad_tensor():
         bwd(t["q"], t["k"], t["v"], t["o"], t["do"], t["lse"], t["dq"], t["dk"], t["dv"], scale=0.125, workspace=ws)
 
     with pytest.raises(TensorError, match=r"v\.shape: got \(2, 2, 140, 32\)"):
-        call(v=_bshd(2, 2, 140, 32))
+        call(v=randn_bhsd((2, 2, 140, 32), torch.bfloat16, layout="bshd"))
     with pytest.raises(TensorError, match=r"do\.dtype: got torch\.float16"):
-        call(do=_bshd(2, 4, 100, 64, torch.float16))
+        call(do=randn_bhsd((2, 4, 100, 64), torch.float16, layout="bshd"))
     with pytest.raises(TensorError, match=r"dk\.stride"):
         call(dk=torch.zeros(2, 2, 140, 68, dtype=torch.bfloat16)[..., :64])   # rows pitched to 136 bytes
     from frost.analyzer.extract import SEQ_STRIDE_LIMIT

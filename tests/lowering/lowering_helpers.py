@@ -6,9 +6,7 @@ import torch
 
 from frost.ir import sdpa_backward_graph
 from frost.reference import attention_forward
-
-DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
-          "float64": torch.float64, "int32": torch.int32}
+from helpers.graph_inputs import graph_inputs
 
 
 def small_graph(**kw):
@@ -18,20 +16,10 @@ def small_graph(**kw):
 
 
 def inputs_for(graph, seed: int = 0, device="cpu") -> dict[str, torch.Tensor]:
-    """Random inputs with O and LSE from the reference forward; seq_len_* hold [S, S - 5]."""
-    gen = torch.Generator().manual_seed(seed)
+    """Random inputs with O and LSE from the reference forward; seq_len_* hold [S, ..., S, S - 5]."""
     op = graph.sdpa_ops()[0]
-    out = {}
-    for spec in graph.tensors:
-        if spec.name in op.output_names():
-            continue
-        t = torch.empty_strided(spec.shape, spec.effective_strides, dtype=DTYPES[spec.dtype], device=device)
-        if spec.dtype == "int32":
-            t.fill_(graph.tensor(op.inputs.q).shape[2])
-            t[-1] -= 5
-        else:
-            t.copy_(torch.randn(spec.shape, generator=gen))
-        out[spec.name] = t
+    s = graph.tensor(op.inputs.q).shape[2]
+    out = graph_inputs(graph, seed=seed, device=device, lengths=lambda spec: [s] * (spec.shape[0] - 1) + [s - 5])
     ins = op.inputs
     o, lse = attention_forward(out[ins.q], out[ins.k], out[ins.v], causal=op.causal, alignment=op.alignment,
                                band_left=op.band_left, band_right=op.band_right, sink=out.get(ins.sink),

@@ -3,12 +3,11 @@
 The cute_sm120 engine is forced with target="sm_120"; a fake compiler stands in for CuTe-DSL, so its "kernels" run
 (as no-ops) on CPU tensors and the whole host path (probe, lowering, caches, executor) is exercised."""
 
-import torch
-
 import frost.api.plans as api
 from frost.ir import sdpa_backward_graph
 from frost.kernels.backward.api import choose_config, workspace_regions
 from frost.lowering import ALIGN, FakeCompiler, cache_stats, use_compiler
+from helpers.graph_inputs import graph_inputs
 
 PAIRS = [(b, s) for b in (1, 2, 3, 4) for s in (1, 77, 128, 1000, 4097)]
 
@@ -37,12 +36,7 @@ class Recording(FakeCompiler):
 
 
 def _run(plan):
-    tensors = {}
-    for spec in plan.graph.tensors:
-        if spec.name not in plan.graph.sdpa_ops()[0].output_names():
-            dtype = getattr(torch, spec.dtype)
-            tensors[spec.name] = torch.empty_strided(spec.shape, spec.effective_strides, dtype=dtype)
-    return plan.execute(tensors, workspace=plan.new_workspace())
+    return plan.execute(graph_inputs(plan.graph), workspace=plan.new_workspace())
 
 
 def test_twenty_batch_and_sequence_pairs_compile_once():

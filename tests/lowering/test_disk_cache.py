@@ -1,9 +1,6 @@
 """The kernel disk cache: round trip, restart (a fresh process), corruption and stale entries -> warning + recompile."""
 
 import logging
-import os
-import subprocess
-import sys
 import textwrap
 
 from frost.lowering import FakeCompiler, KernelUnit, cache_stats, clear_caches
@@ -11,6 +8,7 @@ from frost.cli import main as cli_main
 from frost.lowering.disk_cache import (DiskCache, EntryKey, active_disk_cache, cache_groups, code_version,
                                       default_root, package_version, remove_groups, source_digest)
 from frost.lowering.kernel_cache import KERNELS
+from helpers.processes import run_twice
 
 UNIT = KernelUnit("cute_sm120", "cute_sm120|bf16|d64|causal|plain", "sm_120a")
 
@@ -175,10 +173,6 @@ CHILD = textwrap.dedent("""
 
 
 def test_survives_process_restart(tmp_path):
-    import json
-
-    env = dict(os.environ, FROST_CACHE_DIR=str(tmp_path / "shared-cache"))
-    runs = [json.loads(subprocess.run([sys.executable, "-c", CHILD], env=env, check=True, capture_output=True,
-                                      text=True).stdout) for _ in range(2)]
+    runs = run_twice(CHILD, tmp_path / "shared-cache")
     assert (runs[0]["compiles"], runs[0]["disk_writes"]) == (1, 1)
     assert (runs[1]["compiles"], runs[1]["disk_hits"]) == (0, 1)

@@ -12,26 +12,16 @@ from frost.errors import TensorError
 from frost.ir import GraphBuilder, sdpa_forward_graph
 from frost.lowering import FakeCompiler, cache_stats, clear_caches, use_compiler
 from frost.reference import attention_backward, attention_forward
-from lowering_helpers import DTYPES
+from helpers.graph_inputs import graph_inputs
 
 
 def _inputs(graph, seed: int = 0, short: int = 5) -> dict:
-    """Random inputs for every tensor no op writes; lengths hold [S, S - short]."""
-    gen = torch.Generator().manual_seed(seed)
-    written = {n for op in graph.ops for n in op.output_names()}
-    out = {}
-    for spec in graph.tensors:
-        if spec.name in written:
-            continue
-        t = torch.empty_strided(spec.shape, spec.effective_strides, dtype=DTYPES[spec.dtype])
-        if spec.dtype == "int32":
-            full = graph.tensor("q" if spec.name == "seq_len_q" else "k").shape[2]
-            t.fill_(full)
-            t[-1] -= short
-        else:
-            t.copy_(torch.randn(spec.shape, generator=gen))
-        out[spec.name] = t
-    return out
+    """Random inputs for every tensor no op writes; lengths hold [S, ..., S, S - short]."""
+    def lengths(spec):
+        full = graph.tensor("q" if spec.name == "seq_len_q" else "k").shape[2]
+        return [full] * (spec.shape[0] - 1) + [full - short]
+
+    return graph_inputs(graph, seed=seed, lengths=lengths)
 
 
 def _forward(**kw):

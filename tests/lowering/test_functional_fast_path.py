@@ -9,21 +9,13 @@ import pytest
 import torch
 
 import frost.api.functional as functional
-import frost.api.target as targets
 from frost.errors import TensorError
-from frost.lowering import FakeCompiler, use_compiler
+from helpers.tensors import randn_bshd
 
 
-@pytest.fixture
-def kernel_engine(monkeypatch):
-    """CPU tensors planned for an SM120 target: the cute_sm120 engine's host path with no-op kernels."""
-    monkeypatch.setitem(targets._targets, torch.device("cpu"), "sm_120")
-    with use_compiler("cute_sm120", FakeCompiler(persist=False)) as compiler:
-        yield compiler
-
-
-def _bshd(b=2, s=24, h=4, d=64, dtype=torch.bfloat16):
-    return torch.randn(b, s, h, d).to(dtype)
+def _qkv():
+    """bf16 (B, S, H, D) q, k, v: B = 2, S = 24, Hq = 4, Hkv = 2, D = 64."""
+    return tuple(randn_bshd(2, 24, h, 64, torch.bfloat16) for h in (4, 2, 2))
 
 
 def _call(q, k, v, **kw):
@@ -33,7 +25,7 @@ def _call(q, k, v, **kw):
 
 
 def test_a_hit_launches_the_bshd_tensors_without_views(kernel_engine):
-    q, k, v = _bshd(), _bshd(h=2), _bshd(h=2)
+    q, k, v = _qkv()
     for _ in range(2):
         (dq, dk, dv, dsink), (out, dout, lse) = _call(q, k, v)
         args, side = kernel_engine.kernels[0].launches[-1]
@@ -48,7 +40,7 @@ def test_a_hit_launches_the_bshd_tensors_without_views(kernel_engine):
 def test_misaligned_pointers_are_refused_on_a_hit(kernel_engine):
     """An offset view has the same dtype, shape and strides (the same key) as the aligned tensor that built the
     plan: the trusted path still checks the alignment the kernels' vector loads need."""
-    q, k, v = _bshd(), _bshd(h=2), _bshd(h=2)
+    q, k, v = _qkv()
     _call(q, k, v)
     flat = torch.empty(q.numel() + 1, dtype=q.dtype)
     shifted = flat[1:].view(q.shape)                      # 2 bytes past a 16-byte boundary
@@ -59,9 +51,9 @@ def test_misaligned_pointers_are_refused_on_a_hit(kernel_engine):
 
 
 def test_one_device_per_call(kernel_engine):
-    q, k = _bshd(), _bshd(h=2)
+    q, k, v = _qkv()
     with pytest.raises(TensorError, match=r"v\.device.*meta.*cpu"):
-        _call(q, k, _bshd(h=2).to("meta"))
+        _call(q, k, v.to("meta"))
     assert not kernel_engine.kernels or not kernel_engine.kernels[0].launches
 
 
@@ -95,7 +87,7 @@ def test_deterministic_follows_torch_unless_given(kernel_engine, torch_determini
     import frost
 
     torch.use_deterministic_algorithms(flag)
-    q, k, v = _bshd(), _bshd(h=2), _bshd(h=2)
+    q, k, v = _qkv()
     _call(q, k, v, deterministic=asked)
     (kernel,) = kernel_engine.kernels
     assert [p.deterministic for p in kernel.problems] == [expected]
@@ -110,7 +102,7 @@ def test_deterministic_follows_torch_unless_given(kernel_engine, torch_determini
 def test_deterministic_must_be_a_bool_or_none(kernel_engine):
     import frost
 
-    q, k, v = _bshd(), _bshd(h=2), _bshd(h=2)
+    q, k, v = _qkv()
     with pytest.raises(TensorError, match="deterministic"):
         _call(q, k, v, deterministic="yes")
     with pytest.raises(TensorError, match="deterministic"):

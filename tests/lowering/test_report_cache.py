@@ -2,11 +2,8 @@
 without importing networkx, bad entries are probed again, other analyzer code misses, and `frost cache` prunes
 report groups of other code."""
 
-import json
 import logging
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -18,6 +15,7 @@ from frost.ir import GraphBuilder, sdpa_backward_graph
 from frost.lowering import cache_stats, clear_caches
 from frost.lowering import report_cache
 from frost.lowering.disk_cache import active_disk_cache, default_root
+from helpers.processes import run_twice
 
 
 def _with_unclaimed_op():
@@ -68,10 +66,7 @@ CHILD = textwrap.dedent("""
 
 
 def test_a_second_process_reads_the_reports_without_networkx(tmp_path):
-    env = dict(os.environ, FROST_CACHE_DIR=str(tmp_path / "shared"))
-    env.pop("FROST_DISK_CACHE", None)
-    runs = [json.loads(subprocess.run([sys.executable, "-c", CHILD], env=env, check=True, capture_output=True,
-                                      text=True).stdout) for _ in range(2)]
+    runs = run_twice(CHILD, tmp_path / "shared", unset=("FROST_DISK_CACHE",))
     assert (runs[0]["hits"], runs[0]["writes"], runs[0]["networkx"]) == (0, 2, True)
     assert (runs[1]["hits"], runs[1]["writes"], runs[1]["networkx"]) == (2, 0, False)
     assert runs[1]["report"] == runs[0]["report"]

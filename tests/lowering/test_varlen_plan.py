@@ -13,9 +13,9 @@ from frost.ir import sdpa_backward_graph, sdpa_backward_varlen_graph, sdpa_forwa
 from frost.lowering import spec_signature
 from frost.lowering.keys import op_signatures
 from frost.reference import attention_backward_varlen, attention_forward_varlen
+from helpers.graph_inputs import graph_inputs
 from helpers.summation import assert_same_up_to_summation_order
 
-TORCH = {"bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64, "int32": torch.int32}
 CU = [0, 7, 7, 20, 26]          # 4 sequences (one empty) over 26 of the 30 tokens
 USED = [5, 0, 13, 2]
 MASK = dict(causal=True, alignment="bottom_right", band_left=6)
@@ -28,19 +28,7 @@ def graph(dtype="float64"):
 
 def inputs(g, seed=0) -> dict:
     """Random tensors with each graph input's declared shape and strides; offsets CU, seqused USED."""
-    gen = torch.Generator().manual_seed(seed)
-    op = g.sdpa_ops()[0]
-    out = {}
-    for spec in g.tensors:
-        if spec.name in op.output_names():
-            continue
-        t = torch.empty_strided(spec.shape, spec.effective_strides, dtype=TORCH[spec.dtype])
-        if spec.dtype == "int32":
-            t.copy_(torch.tensor(CU if spec.name.startswith("cu_") else USED, dtype=torch.int32))
-        else:
-            t.copy_(torch.randn(spec.shape, generator=gen, dtype=torch.float64))
-        out[spec.name] = t
-    return out
+    return graph_inputs(g, seed=seed, lengths=lambda spec: CU if spec.name.startswith("cu_") else USED)
 
 
 def test_the_reference_engine_runs_a_packed_backward():

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from helpers.tensors import cu_seqlens, int32
+
 NAN = float("nan")
 
 
@@ -20,13 +22,6 @@ class Twin:
     seg_kv: list[int]
     off_q: list[int] = field(default_factory=list)
     off_kv: list[int] = field(default_factory=list)
-
-
-def _offsets(lengths: list[int]) -> list[int]:
-    out = [0]
-    for n in lengths:
-        out.append(out[-1] + n)
-    return out
 
 
 def _pack(parts: list[torch.Tensor], extra: int, token_major: bool) -> torch.Tensor:
@@ -66,12 +61,10 @@ def make_twin(seg_q: list[int], seg_kv: list[int], *, heads_q: int = 4, heads_kv
     packed = {name: _pack(parts, extra, token_major=name != "dlse") for name, parts in per.items()}
     lengths = {"q": seg_q, "do": seg_q, "dlse": seg_q, "k": seg_kv, "v": seg_kv}
     dense = {name: _pad(parts, max(max(lengths[name]), 1), gen) for name, parts in per.items()}
-    i32 = lambda xs: torch.tensor(xs, dtype=torch.int32)  # noqa: E731
-    packed.update(cu_q=i32(_offsets(seg_q)), cu_kv=i32(_offsets(seg_kv)),
-                  seqused_q=None if used_q is None else i32(used_q), seqused_kv=None if used_kv is None else i32(used_kv))
-    dense.update(seq_len_q=i32(used_q or seg_q), seq_len_kv=i32(used_kv or seg_kv))
+    packed.update(cu_q=cu_seqlens(seg_q), cu_kv=cu_seqlens(seg_kv), seqused_q=int32(used_q), seqused_kv=int32(used_kv))
+    dense.update(seq_len_q=int32(used_q or seg_q), seq_len_kv=int32(used_kv or seg_kv))
     if sink:
         packed["sink"] = dense["sink"] = torch.randn(heads_q, generator=gen, dtype=torch.float64).float()
     else:
         packed["sink"] = dense["sink"] = None
-    return Twin(packed, dense, seg_q, seg_kv, _offsets(seg_q), _offsets(seg_kv))
+    return Twin(packed, dense, seg_q, seg_kv, packed["cu_q"].tolist(), packed["cu_kv"].tolist())

@@ -5,17 +5,15 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from reference_naive import Case
+from helpers.tensors import randn_bhsd
+from reference_cases import Case
 
 HEAD_DIMS = (40, 64, 72, 128)
 
 
 def _tensor(shape: tuple[int, ...], bshd: bool, gen: torch.Generator) -> torch.Tensor:
     """A random fp64 BHSD tensor; with bshd, a transposed view of BSHD memory."""
-    if not bshd:
-        return torch.randn(shape, dtype=torch.float64, generator=gen)
-    b, h, s, d = shape
-    return torch.randn((b, s, h, d), dtype=torch.float64, generator=gen).transpose(1, 2)
+    return randn_bhsd(shape, torch.float64, layout="bshd" if bshd else "bhsd", gen=gen)
 
 
 def make_case(batch: int = 1, hq: int = 1, hkv: int = 1, sq: int = 8, skv: int = 8, dqk: int = 64, dv: int = 64,
