@@ -67,8 +67,7 @@ def _call(kind: Kind, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Te
     return Call(kind, layout, gate.tensors(values, layout.packed), options, max_seqlens, resolved)
 
 
-@torch.library.custom_op("frost::attention_backward", mutates_args=())
-def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor,
+def _attention_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor,
                           cu_seqlens_q: Optional[Tensor], cu_seqlens_kv: Optional[Tensor], max_seqlen_q: int,
                           max_seqlen_kv: int, seq_len_q: Optional[Tensor], seq_len_kv: Optional[Tensor],
                           sink: Optional[Tensor], softmax_scale: Optional[float], causal: bool,
@@ -82,6 +81,9 @@ def attention_backward_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Te
     return dq, dk, dv, dsink if dsink is not None else q.new_empty(_NO_SINK, dtype=torch.float32)
 
 
+attention_backward_op = torch.library.custom_op("frost::attention_backward", mutates_args=())(_attention_backward)
+
+
 @attention_backward_op.register_fake
 def _(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor, cu_seqlens_q: Optional[Tensor],
       cu_seqlens_kv: Optional[Tensor], max_seqlen_q: int, max_seqlen_kv: int, seq_len_q: Optional[Tensor],
@@ -93,8 +95,7 @@ def _(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor, c
             q.new_empty(dsink_shape, dtype=torch.float32))
 
 
-@torch.library.custom_op("frost::attention_forward", mutates_args=())
-def attention_forward_op(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
+def _attention_forward(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
                          cu_seqlens_kv: Optional[Tensor], max_seqlen_q: int, max_seqlen_kv: int,
                          seq_len_q: Optional[Tensor], seq_len_kv: Optional[Tensor], sink: Optional[Tensor],
                          softmax_scale: Optional[float], causal: bool, window_left: Optional[int],
@@ -106,6 +107,9 @@ def attention_forward_op(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional
                  seq_len_kv, sink, softmax_scale, causal, window_left, window_right, causal_alignment, deterministic)
     check_forward(call)
     return forward(call)
+
+
+attention_forward_op = torch.library.custom_op("frost::attention_forward", mutates_args=())(_attention_forward)
 
 
 @attention_forward_op.register_fake
@@ -180,13 +184,19 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tens
 
 
 def _backward(ctx: Any, grad_out: Optional[Tensor], grad_lse: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
+    """The op's registered backward (what torch.compile and direct op users get): through the backward op."""
+    return _gradients(ctx, grad_out, grad_lse, torch.ops.frost.attention_backward)
+
+
+def _gradients(ctx: Any, grad_out: Optional[Tensor], grad_lse: Optional[Tensor],
+               backward_op: Callable[..., tuple[Tensor, Tensor, Tensor, Tensor]]) -> tuple[Optional[Tensor], ...]:
     """Gradients for q, k, v and sink, including what flows in through the returned lse (grad_lse: None when the
     loss does not use it). Deterministic as asked at the forward, or (None) as torch says now."""
     q, k, v, out, lse, cu_q, cu_kv, seq_len_q, seq_len_kv, sink = ctx.saved_tensors
     if grad_out is None:   # only the lse output was used
         grad_out = torch.zeros_like(out)
     scale, causal, left, right, alignment, deterministic = ctx.options
-    dq, dk, dv, dsink = torch.ops.frost.attention_backward(
+    dq, dk, dv, dsink = backward_op(
         q, k, v, out, _dense(grad_out), lse, cu_q, cu_kv, *ctx.max_seqlens, seq_len_q, seq_len_kv, sink, scale,
         causal, left, right, alignment, gate.resolve_deterministic(deterministic),
         None if grad_lse is None else _dense(grad_lse))
@@ -204,6 +214,23 @@ def _dense(t: Tensor) -> Tensor:
 attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
 
 
+class _Attention(torch.autograd.Function):
+    """frost.attention's autograd node in eager mode: the same setup and backward as the op's registered autograd,
+    calling the op's body directly. The op's dispatch and its autograd wrapper (which refills the 16 schema
+    defaults for setup_context on every call) cost more host time than the rest of the call; torch.compile traces
+    the op instead (see _attention)."""
+
+    @staticmethod
+    def forward(ctx: Any, *inputs: Any) -> tuple[Tensor, Tensor]:
+        output = _attention_forward(*inputs)
+        _setup_context(ctx, inputs, output)
+        return output
+
+    @staticmethod
+    def backward(ctx: Any, grad_out: Optional[Tensor], grad_lse: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
+        return _gradients(ctx, grad_out, grad_lse, _attention_backward)
+
+
 def _attention(layout: Layout, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
                cu_seqlens_kv: Optional[Tensor], max_seqlen_q: int, max_seqlen_kv: int, seq_len_q: Optional[Tensor],
                seq_len_kv: Optional[Tensor], sink: Optional[Tensor], softmax_scale: Scale, causal: bool,
@@ -219,10 +246,13 @@ def _attention(layout: Layout, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Op
     gate.tensors(names, layout.packed)
     out: Tensor
     lse: Tensor
-    out, lse = torch.ops.frost.attention_forward(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv,
-                                                 seq_len_q, seq_len_kv, sink, options.softmax_scale, options.causal,
-                                                 options.left, options.right, options.alignment,
-                                                 options.deterministic)
+    # eager: the autograd node of our own; under torch.compile: the op's registered autograd (Dynamo traces it, and
+    # refuses an autograd.Function given one tensor twice, as seq_len_q = seq_len_kv often is)
+    forward: Callable[..., tuple[Tensor, Tensor]] = \
+        torch.ops.frost.attention_forward if torch.compiler.is_compiling() else _Attention.apply
+    out, lse = forward(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q, seq_len_kv, sink,
+                       options.softmax_scale, options.causal, options.left, options.right, options.alignment,
+                       options.deterministic)
     return (out, lse) if return_lse else out
 
 
