@@ -45,13 +45,17 @@ def tensor(name: str, value: Any, optional: bool = False) -> Optional[torch.Tens
     return value
 
 
+# (role, packed) -> (the caller's name, optional), read off frost.spec once
+_NAMED = {(t.role, packed): (t.name(packed), t.optional) for t in spec.TENSORS for packed in (False, True)}
+
+
 def tensors(values: Mapping[str, object], packed: bool) -> dict[str, torch.Tensor]:
     """The call's tensors by IR role, each checked by tensor() under its caller name; absent optional ones left
     out."""
     checked: dict[str, torch.Tensor] = {}
     for role, value in values.items():
-        role_spec = spec.ROLES[role]
-        t = tensor(role_spec.name(packed), value, optional=role_spec.optional)
+        name, optional = _NAMED[role, packed]
+        t = tensor(name, value, optional)
         if t is not None:
             checked[role] = t
     return checked
@@ -73,10 +77,12 @@ def optional_bool(name: str, value: Any) -> Optional[bool]:
 def scale(value: Any) -> Optional[float]:
     """softmax_scale: None or a finite real > 0 (a Python or numpy float or int; never a bool or a tensor, whose
     value would have to be read back)."""
+    if value is None:
+        return None
     if not spec.valid_scale(value):
         error = TensorError if isinstance(value, (int, float)) and not isinstance(value, bool) else ArgumentTypeError
         raise error("softmax_scale", value, spec.OPTION["softmax_scale"].accepted)
-    return None if value is None else float(value)
+    return float(value)
 
 
 def alignment(value: Any) -> spec.Alignment:

@@ -17,7 +17,8 @@ import torch
 from frost import spec
 from frost.api.arguments import Options
 from frost.api.checks import check_tensors, in_caller_terms
-from frost.api.plans import build_plan, compiler_tag
+from frost.api.plans import build_plan
+from frost.lowering import compiler
 from frost.api.layout import Layout
 from frost.api.target import target_of
 from frost.errors import FrostError, TensorError
@@ -42,7 +43,7 @@ class Call:
         """The plan-cache key: everything the plan depends on."""
         metas = tuple((r, t.dtype, t.shape, t.stride(), t.device) for r, t in self.given.items())
         return (self.kind, self.layout.name, self.options.mask(), self.max_seqlens, self.deterministic,
-                compiler_tag(), *metas)
+                compiler.generation, *metas)
 
     def graph(self, outputs: dict[str, torch.Tensor]) -> Graph:
         """The call's one-op graph in logical shapes, tensors named by IR role (as the plan's fast path expects)."""
@@ -87,8 +88,8 @@ def run(call: Call, make_outputs: Callable[[], dict[str, torch.Tensor]]) -> dict
         plan = PLANS.get_or_build(key, lambda: build_plan(call.checked_graph(outputs), target_of(device)))
     tensors = call.given | outputs
     try:
-        if plan.runs_seq_major:
-            plan._execute_trusted_seq_major(tensors, device)
+        if plan.run_trusted_seq_major is not None:
+            plan.run_trusted_seq_major(tensors, device)
         else:
             plan.execute({r: call.layout.logical(r, t) for r, t in tensors.items()})
     except TensorError as exc:   # a pointer's alignment or a length's value

@@ -14,7 +14,7 @@ from frost.analyzer.memo import per_graph
 from frost.analyzer.report import OpSupport, SupportReport
 from frost.errors import NotSupported
 from frost.ir import Graph
-from frost.lowering.compiler import get_compiler
+from frost.lowering import compiler
 from frost.lowering.engines import ADAPTERS
 from frost.lowering.lower import lower_graph
 from frost.lowering.plan import Plan
@@ -62,8 +62,9 @@ def _plan_key(graph: Graph, target: str, engine: str | None) -> Optional[tuple[H
 
 
 def compiler_tag() -> int:
-    """Identity of the active kernel compiler: plans built with an injected (fake) compiler never leak out of it."""
-    return id(get_compiler(PREFERRED)) if PREFERRED in ADAPTERS else 0
+    """Which compilers are installed (lowering.compiler.generation): plans built with an injected (fake) compiler
+    never leak out of it."""
+    return compiler.generation
 
 
 def build_plan(graph: Graph, target: str, engine: str | None = None) -> Plan:

@@ -39,6 +39,7 @@ class Compiler(Protocol):
 
 _defaults: dict[str, Callable[[], Compiler]] = {}
 _active: dict[str, Compiler] = {}
+generation = 0   # bumped whenever a compiler is installed: plan keys hold it, so no plan outlives its compiler
 
 
 def register_default(engine: str, factory: Callable[[], Compiler]) -> None:
@@ -55,6 +56,8 @@ def get_compiler(engine: str) -> Compiler:
 
 def set_compiler(engine: str, compiler: Compiler | None) -> Compiler | None:
     """Install `compiler` for `engine` (None restores the default); returns the previous one."""
+    global generation
+    generation += 1
     previous = _active.pop(engine, None)
     if compiler is not None:
         _active[engine] = compiler

@@ -154,7 +154,7 @@ class Executor:
         return {name: bound[name] for name in self.output_names}
 
     def execute_trusted_seq_major(self, tensors: dict, device) -> None:
-        """Plan._execute_trusted_seq_major: the alignment checks, a fresh workspace, the runs."""
+        """Plan.run_trusted_seq_major: the alignment checks, a fresh workspace, the runs."""
         for e in self.aligned:
             t = tensors[e.name]
             if t.data_ptr() & 15:

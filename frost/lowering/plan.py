@@ -4,7 +4,7 @@ workspace layout and size, and per op the engine that serves it. `execute` binds
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Union
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from frost.analyzer.facts import Facts
 from frost.lowering.workspace import Region, WorkspaceLayout
@@ -67,11 +67,19 @@ class Plan:
     workspace: WorkspaceLayout
     report: SupportReport | None = None    # the probe's SupportReport: why each engine was or was not chosen
     _executor: Executor = field(init=False, repr=False)
+    # the functional API's hot path (frost.api.calls), or None where an op's engine does not offer it: every tensor
+    # (outputs included) by graph name, the 4-D ones in (B, S, H, D) order (packed ones (T, H, D)), all on one
+    # device; nothing is checked but the pointers' alignment, because the caller's plan key holds each tensor's
+    # dtype, shape, strides and device and it built this plan from exactly those (checked then)
+    run_trusted_seq_major: Optional[Callable[[dict[str, torch.Tensor], torch.device], None]] = \
+        field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         from frost.lowering.executor import Executor
 
         self._executor = Executor(self)
+        seq_major = self._executor.seq_major_runs is not None
+        self.run_trusted_seq_major = self._executor.execute_trusted_seq_major if seq_major else None
 
     @property
     def engine(self) -> str:
@@ -101,17 +109,6 @@ class Plan:
         `workspace_size` bytes passed in, the kernel engines allocate nothing and never synchronise. Returns the
         outputs by name."""
         return self._executor.execute(tensors, workspace, stream)
-
-    @property
-    def runs_seq_major(self) -> bool:
-        """Whether every op's engine offers the (B, S, H, D)-order run (see _execute_trusted_seq_major)."""
-        return self._executor.seq_major_runs is not None
-
-    def _execute_trusted_seq_major(self, tensors: dict[str, torch.Tensor], device: torch.device) -> None:
-        """The functional API's hot path (frost.api.calls): every tensor (outputs included) by graph name, the 4-D ones in (B, S, H, D)
-        order, all on ``device``. Nothing is checked but the pointers' alignment: the caller's plan key holds each
-        tensor's dtype, shape, strides and device, and it built this plan from exactly those (checked then)."""
-        self._executor.execute_trusted_seq_major(tensors, device)
 
     def new_workspace(self, device: Device = None) -> torch.Tensor:
         """A buffer for `execute(..., workspace=...)`: allocate once, reuse every call."""

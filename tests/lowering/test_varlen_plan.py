@@ -108,17 +108,17 @@ def test_a_gpu_target_lowers_packed_forwards_to_the_packed_kernel(fake):
 
 @pytest.mark.parametrize("kind", ("forward", "backward"))
 def test_a_packed_plans_token_major_run_launches_what_execute_does(fake, kind):
-    """The functional API's hot path (Plan._execute_trusted_seq_major) on (T, H, D) tensors hands the kernel the
+    """The functional API's hot path (Plan.run_trusted_seq_major) on (T, H, D) tensors hands the kernel the
     same tensors (pointers, shapes, strides) as plan.execute on their logical (H, T, D) views, the backward with
     seq_major set (the launch reads those strides in (T, H, D) order)."""
     g = graph("bfloat16") if kind == "backward" else sdpa_forward_varlen_graph(
         4, 4, 30, 13, 16, heads_kv=2, dtype="bfloat16", sink=True, seqused=True, **MASK)
     plan = api.build_plan(g, "sm_120")
-    assert plan.runs_seq_major
+    assert plan.run_trusted_seq_major is not None
     t = inputs(plan.graph) | plan.new_outputs("cpu")
     plan.execute(dict(t))
     token_major = {n: (x.transpose(0, 1) if x.dim() == 3 else x) for n, x in t.items()}
-    plan._execute_trusted_seq_major(token_major, torch.device("cpu"))
+    plan.run_trusted_seq_major(token_major, torch.device("cpu"))
     (kernel,) = fake.kernels
     (args_a, opt_a), (args_b, opt_b) = kernel.launches[-2:]
 

@@ -14,7 +14,7 @@ from frost.analyzer.facts import Facts
 from frost.lowering.compiler import KernelUnit, get_compiler
 from frost.limits import TARGET_ARCHS
 from frost.lowering.engines.cute_compiler import ENGINE
-from frost.lowering.engines.length_checks import check_lengths_if_on, packed_segments
+from frost.lowering.engines.length_checks import call_lengths
 from frost.lowering.kernel_cache import KERNELS
 from frost.lowering.keys import op_signatures, runtime_features_key
 from frost.lowering.plan import KernelLaunch, Lowering
@@ -53,13 +53,12 @@ def _launchers(kernel, op, facts: Facts):
     from frost.kernels.forward.api import ForwardMask
 
     bound = kernel.bind(ForwardMask(facts.attn_scale, op.causal, op.alignment, op.band_left, op.band_right))
-    segments = packed_segments(ins, facts)
+    lengths = call_lengths(ins, facts)
     token_axis = 0 if facts.varlen else 1   # a seq-major call's 4-D (B, S, H, D) or packed (T, H, D) tensors
 
     def launch(q, k, v, o, lse, tensors: dict, stream) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
-        packed = segments(tensors)
-        check_lengths_if_on(facts, packed, extra.get("seq_len_q"), extra.get("seq_len_kv"))
+        packed = None if lengths is None else lengths(tensors)
         bound(q, k, v, o, lse, stream=stream, packed=packed, **extra)
 
     def run(tensors: dict, workspace: dict, stream) -> None:

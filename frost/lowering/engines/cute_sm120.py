@@ -12,7 +12,7 @@ from frost.limits import TARGET_ARCHS
 from frost.lowering.compiler import KernelUnit, get_compiler
 from frost.lowering.engines.cute_compiler import ENGINE
 from frost.lowering.engines.cute_forward import lower_forward
-from frost.lowering.engines.length_checks import check_lengths_if_on, packed_segments
+from frost.lowering.engines.length_checks import call_lengths
 from frost.lowering.kernel_cache import KERNELS
 from frost.lowering.keys import compile_key, op_signatures
 from frost.lowering.plan import KernelLaunch, Lowering
@@ -87,15 +87,14 @@ def _launchers(kernel, op, facts: Facts, problem):
                                             ("sink", ins.sink), ("dsink", outs.dsink), ("dlse", ins.dlse))
                 if name is not None}
     scratch = "sink" in optional and "dsink" not in optional
-    segments = packed_segments(ins, facts)
+    lengths = call_lengths(ins, facts)
     launch = kernel.bind(problem)
 
     def run(tensors: dict, workspace: dict, stream, seq_major: bool = False) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
         if scratch:
             extra["dsink"] = workspace[DSINK_SCRATCH]   # only its address is used
-        packed = segments(tensors)
-        check_lengths_if_on(facts, packed, extra.get("seq_len_q"), extra.get("seq_len_kv"))
+        packed = None if lengths is None else lengths(tensors)
         if packed is not None:
             extra.update(cu_seqlens_q=packed.cu_seqlens_q, cu_seqlens_kv=packed.cu_seqlens_kv)
         launch(*operands(tensors), workspace, stream, seq_major=seq_major, **extra)

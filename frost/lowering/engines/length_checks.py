@@ -28,17 +28,24 @@ def check_seq_len_values() -> bool:
     return check_mode() != "off"
 
 
-def packed_segments(ins, facts: Facts):
-    """tensors -> the call's kernels.packed.Packed (its cu_seqlens tensors and the plan's max_seqlens), or None for
-    a dense op."""
-    if not facts.varlen:
-        return lambda tensors: None
+def call_lengths(ins, facts: Facts):
+    """For an op with packed segments or padding lengths: tensors -> the call's kernels.packed.Packed (its cu_seqlens
+    tensors and the plan's max_seqlens; None for a dense op), after checking the call's lengths where that is on
+    (check_lengths_if_on). None for an op with neither: its calls check nothing and pass no segments."""
+    if not (facts.varlen or ins.seq_len_q is not None or ins.seq_len_kv is not None):
+        return None
     from frost.kernels.packed import Packed
 
-    def segments(tensors: dict):
-        return Packed(tensors[ins.cu_seqlens_q], tensors[ins.cu_seqlens_kv], facts.seq_q, facts.seq_kv)
+    names = (ins.seq_len_q, ins.seq_len_kv)
 
-    return segments
+    def lengths(tensors: dict):
+        packed = None
+        if facts.varlen:
+            packed = Packed(tensors[ins.cu_seqlens_q], tensors[ins.cu_seqlens_kv], facts.seq_q, facts.seq_kv)
+        check_lengths_if_on(facts, packed, *(None if n is None else tensors[n] for n in names))
+        return packed
+
+    return lengths
 
 
 def check_lengths_if_on(facts: Facts, packed, seq_len_q, seq_len_kv) -> None:

@@ -32,15 +32,13 @@ def _lengths(ins) -> tuple[tuple[str, str], ...]:
 def _packed_check(ins, facts: Facts):
     """tensors -> None: a packed op's prefix sums and seqused checked as every engine checks them
     (length_checks.check_lengths, when on); nothing for a dense op (the reference validates its lengths itself)."""
-    from frost.lowering.engines.length_checks import check_lengths_if_on, packed_segments
+    from frost.lowering.engines.length_checks import call_lengths
 
-    segments = packed_segments(ins, facts)
+    lengths = call_lengths(ins, facts) if facts.varlen else None
 
     def check(tensors: dict) -> None:
-        packed = segments(tensors)
-        if packed is not None:
-            used = [None if n is None else tensors[n] for n in (ins.seq_len_q, ins.seq_len_kv)]
-            check_lengths_if_on(facts, packed, *used)
+        if lengths is not None:
+            lengths(tensors)
 
     return check
 
