@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-shot GPU validation on the device machine: every `gpu` test of tests/kernels (backward and forward), the cute
+# One-shot GPU validation on a machine with a CUDA GPU: every `gpu` test of tests/kernels (backward and forward), the cute
 # lowering tests and the API and integration GPU tests, in parallel pytest processes (one GPU, many CPU cores:
 # compiles overlap), plus compute-sanitizer memcheck and racecheck on the small GQA + padding + band + sink
 # configuration, on the tail shapes of every tile family and on small packed problems (test_sanitizer_case). Each job runs under `timeout`.
@@ -29,6 +29,8 @@ job varlen_bwd128 $PT $K/test_varlen_gpu.py -k "test_backward and 128"
 job varlen_twins $PT $K/test_varlen_gpu.py -k "packed_equals"
 job varlen_bwd256 $PT $K/test_varlen_gpu.py -k "test_backward and 256"
 job varlen_wide $PT $K/test_varlen_gpu.py -k "past_2_32"
+job nonfinite $PT $K/test_nonfinite_gpu.py
+job deferred_checks $PT $K/test_deferred_checks_gpu.py
 SAN="compute-sanitizer --report-api-errors no"
 job memcheck $SAN --tool memcheck $PT $K/test_kernels_features_gpu.py -k sanitizer_features
 job racecheck $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and default"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Every benchmark the docs quote, in one call on a machine with a CUDA GPU (peers in the same processes). Each step
+# runs under `timeout` and writes into OUT_DIR; a step that fails or times out does not stop the others. Steps:
+#   lengths   benchmarks/bench_length_checks.py: the 24-layer loop with length checks off / sync / deferred
+#   varlen    benchmarks/bench_varlen.py: packed vs padded vs dense frost vs FA4's varlen kernels
+#   hf        benchmarks/bench_transformers.py --packed: padding-free vs padded training on the gpt-oss slice
+#   fwd bwd step   frost bench --suite standard, each pass, with every peer
+# Usage: bash benchmarks/gpu_benches.sh OUT_DIR [STEPS (default: all)] [LIMIT_S per step (default 240)]
+set -u
+out=${1:?out dir}; steps=${2:-lengths,varlen,hf,fwd,bwd,step}; lim=${3:-240}
+mkdir -p "$out"
+run() { local name=$1; shift; case ",$steps," in *",$name,"*) ;; *) return;; esac
+        echo "== $name: $*"; start=$(date +%s)
+        timeout "$lim" "$@" > "$out/$name.log" 2>&1; rc=$?
+        echo "== $name: rc=$rc in $(( $(date +%s) - start )) s"; tail -n 25 "$out/$name.log"; }
+run lengths python3 benchmarks/bench_length_checks.py --json "$out/lengths.json"
+run varlen python3 benchmarks/bench_varlen.py --json "$out/varlen.json" --markdown "$out/varlen.md"
+run hf python3 benchmarks/bench_transformers.py --packed --seqs 4096,16384 --out "$out/hf_packed.md"
+for pass in fwd bwd step; do
+  which=$([ $pass = fwd ] && echo forward || ([ $pass = bwd ] && echo backward || echo step))
+  run $pass python3 -m frost bench --suite standard --pass "$which" --out "$out/bench" --budget-s $((lim - 30))
+done
