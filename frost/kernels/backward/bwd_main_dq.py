@@ -49,8 +49,7 @@ class MainDq:
                     if m_block < next_begin:  # the last visitor: dQ = scale * (sum so far + this)
                         if rank > 0:
                             cu.add_from_global(accdQ, gdq)
-                        # rows past the batch's length keep the preprocess's zeros (_zero_unwritten_dq)
-                        cu.store_acc(accdQ, gdq_io, cdq, ld.seqlen_q, ld.head_dim, ld.dq_scale)
+                        cu.store_acc(accdQ, gdq_io, cdq, dq_bh.shape[0], ld.head_dim, ld.dq_scale)
                     elif rank == 0:
                         cu.store_acc_global(gdq, accdQ)
                     else:
