@@ -1,7 +1,7 @@
 """The non-finite contract (README, "Non-finite inputs") as expected patterns: for a NaN or ±inf placed in one
 input, which entries of O, LSE, dQ, dK, dV and dSink are NaN, +inf, exactly 0, changed but finite, or unchanged.
 
-The patterns come from the mask alone (reference_naive.naive_mask, built by explicit loops), never from the engine
+The patterns come from the mask alone (the shared oracle's keep mask, helpers.oracle.keep_mask), never from the engine
 under test: a NaN at row (b, h, i) reaches the keys that row attends (in kv head h // G), a NaN at key (b, kv, j)
 the rows that attend it, and so on, as the formulas read them."""
 
@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from reference_naive import Case, naive_mask
+from helpers.oracle import keep_mask
+from reference_cases import Case
 
 NAMES = ("o", "lse", "dq", "dk", "dv", "dsink")
 NAN, INF = float("nan"), float("inf")
@@ -28,7 +29,7 @@ class Geometry:
     @classmethod
     def of(cls, case: Case) -> "Geometry":
         b, hq, sq, _ = case.q.shape
-        keep = naive_mask(case)[:, None].expand(b, hq, sq, case.k.shape[2])
+        keep = _keep(case)[:, None].expand(b, hq, sq, case.k.shape[2])
         lens = case.seq_len_q if case.seq_len_q is not None else [sq] * b
         valid = (torch.arange(sq)[None] < torch.tensor(lens)[:, None])[:, None].expand(b, hq, sq)
         return cls(keep=keep, valid=valid, group=hq // case.k.shape[1])
@@ -113,3 +114,11 @@ def check(got: dict, clean: dict, *, nan: dict | None = None, posinf: dict | Non
 
 def _where(mask: torch.Tensor) -> list:
     return mask.nonzero().tolist()[:8]
+
+
+def _keep(case: Case) -> torch.Tensor:
+    """(B, Sq, Skv) bool: which keys each query row of the case attends."""
+    b, _, sq, _ = case.q.shape
+    return keep_mask(b, sq, case.k.shape[2], causal=case.causal, alignment=case.alignment,
+                     band_left=case.band_left, band_right=case.band_right, seq_len_q=case.seq_len_q,
+                     seq_len_kv=case.seq_len_kv)

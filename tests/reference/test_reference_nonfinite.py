@@ -18,7 +18,7 @@ import frost
 import frost.reference as ref
 from nonfinite_cases import INF, NAN, Geometry, check, column
 from packed_twins import make_twin
-from reference_naive import Case
+from reference_cases import Case
 from strategies_reference import make_case
 
 # Batch 0: 7 rows, 9 keys, row i sees keys [i - 2, i] (keys 7, 8 are valid but seen by no row).
