@@ -22,7 +22,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 
 NO_BOUND = 1 << 30
 ALIGNMENTS = ("top_left", "bottom_right")
@@ -205,7 +205,7 @@ class AttentionMask:
             for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
                 row, key = _row_key(coord_mn, r, c, keys_on_rows)
                 if cutlass.const_expr(by_difference):
-                    vis = cu.unsigned_le(base + key - row, width)
+                    vis = cutil.unsigned_le(base + key - row, width)
                 else:
                     vis = self.visible(row0 + row, key0 + key)
                 p_mn[r, c] = p_mn[r, c] if vis else cutlass.Float32(0.0)

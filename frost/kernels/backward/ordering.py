@@ -7,7 +7,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.mask import FLAG_KV_SLOWEST, FLAG_ORDERED_DQ, FLAG_Q_TILES_DOWN, NO_BOUND
 
 
@@ -112,7 +112,7 @@ def dq_order_peek(sem_row: cute.Tensor, index: Int32, target: Int32) -> Int32:
     issued); 0 for rank 0, which never waits."""
     seen = Int32(0)
     if target > 0:
-        seen = cu.load_relaxed(sem_row.iterator + index)
+        seen = cutil.load_relaxed(sem_row.iterator + index)
     return seen
 
 
@@ -121,7 +121,7 @@ def dq_order_wait(sem_row: cute.Tensor, index: Int32, target: Int32, enabled: cu
     """Rank 0 (the lowest visiting KV tile) adds first and never waits: no acquire for it. ``seen``: the
     semaphore as dq_order_peek read it (None: not read early)."""
     if enabled & (target > 0):
-        cu.spin_until_at_least(sem_row.iterator + index, target, seen)
+        cutil.spin_until_at_least(sem_row.iterator + index, target, seen)
 
 
 @cute.jit
