@@ -1,5 +1,6 @@
 """A kernel with ``bind`` (the real CompiledBackward) is bound to the plan's problem once, at lowering; each execute
-then hands the bound launch the plan's tensors, the workspace views and the optional inputs, with no keyword call."""
+then hands the bound launch one BackwardTensors of the plan's tensors, the workspace views and the optional inputs,
+with no keyword call."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class BindingCompiler(FakeCompiler):
 
             def bind(self, problem):
                 compiler.problems.append(problem)
-                return lambda *args, **side: compiler.calls.append((args, side))
+                return lambda tensors, stream=None, **options: compiler.calls.append((tensors, options))
 
         return Kernel()
 
@@ -49,12 +50,12 @@ def test_bound_once_per_plan_and_called_with_the_plan_tensors(monkeypatch):
     assert (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv) == (2, 4, 2, 24, 24)
     assert p.seq_len_q and p.seq_len_kv and p.sink and not p.deterministic
     assert len(compiler.calls) == 2
-    args, side = compiler.calls[-1]
+    call, _ = compiler.calls[-1]
     op = graph.sdpa_ops()[0]
-    assert args[0] is inputs[op.inputs.q] and args[5] is inputs[op.inputs.lse]
-    assert set(args[9]) >= {"dq_accum", "lse_log2", "delta", "dq_sem", "dsink_part"}     # the workspace views
-    assert side["seq_len_q"] is inputs[op.inputs.seq_len_q] and side["sink"] is inputs[op.inputs.sink]
-    assert tuple(side["dsink"].shape) == (4,)                                             # the dsink output
+    assert call.q is inputs[op.inputs.q] and call.lse is inputs[op.inputs.lse]
+    assert set(call.workspace) >= {"dq_accum", "lse_log2", "delta", "dq_sem", "dsink_part"}  # the workspace views
+    assert call.seq_len_q is inputs[op.inputs.seq_len_q] and call.sink is inputs[op.inputs.sink]
+    assert tuple(call.dsink.shape) == (4,)                                                 # the dsink output
 
 
 def test_bad_lengths_are_caught_before_the_launch(monkeypatch):

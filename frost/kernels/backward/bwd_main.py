@@ -61,7 +61,7 @@ from frost.kernels.backward.bwd_main_setup import MainSetup
 
 class BwdMainKernel(MainSetup, MainDq):
     def __init__(self, dtype, tile: TileConfig, arch: ArchConfig, ordered: bool = False, varlen: bool = False):
-        """``ordered`` (selection.KernelKey.ordered): compiled for ordered dQ only, reading each query tile's
+        """``ordered`` (select.KernelKey.ordered): compiled for ordered dQ only, reading each query tile's
         semaphore early (dq_order_peek). Else FLAG_ORDERED_DQ decides at run time: the Launch never sends this
         kernel an ordered problem, but it keeps that path (without it ptxas spills d64; see dq_order_wait).
         ``varlen``: packed sequences (kernels/segments.py; _segment_args)."""
