@@ -127,25 +127,24 @@ class Launch:
         """chain.BackwardChain's arguments but the stream, in its order: the tensors' pointers and strides, this
         problem's sizes, scale, band and flags. Absent optional inputs get a stand-in address (never dereferenced:
         their flag is off)."""
-        workspace = t.workspace
+        q, k, v, o, do, lse, dq, dk, dv, workspace, seq_len_q, seq_len_kv, sink, dsink, dlse, packed = t
         delta = workspace["delta"].data_ptr()
-        sq = delta if t.seq_len_q is None else t.seq_len_q.data_ptr()
-        skv = delta if t.seq_len_kv is None else t.seq_len_kv.data_ptr()
-        sink_p, dsink_p = (delta, delta) if t.sink is None else (t.sink.data_ptr(), t.dsink.data_ptr())
-        dlse_p, dlse_st = (delta, (0, 0, 0)) if t.dlse is None else (t.dlse.data_ptr(), t.dlse.stride())
+        sq = delta if seq_len_q is None else seq_len_q.data_ptr()
+        skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
+        sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
+        dlse_p, dlse_st = (delta, (0, 0, 0)) if dlse is None else (dlse.data_ptr(), dlse.stride())
         if self.packed:
             st = _thd_strides if seq_major else _htd_strides
-            seqlens_p = (t.packed.cu_seqlens_q.data_ptr(), t.packed.cu_seqlens_kv.data_ptr())
-            lse_st, dlse_st = (0, *t.lse.stride()), (0, *dlse_st[:2])
+            seqlens_p = (packed.cu_seqlens_q.data_ptr(), packed.cu_seqlens_kv.data_ptr())
+            lse_st, dlse_st = (0, *lse.stride()), (0, *dlse_st[:2])
         else:
             st = _bshd_strides if seq_major else _bhsd_strides
-            seqlens_p, lse_st = (delta, delta), t.lse.stride()
-        return (t.q.data_ptr(), t.k.data_ptr(), t.v.data_ptr(), t.o.data_ptr(), t.do.data_ptr(), t.lse.data_ptr(),
-                t.dq.data_ptr(), t.dk.data_ptr(), t.dv.data_ptr(), workspace["dq_accum"].data_ptr(),
+            seqlens_p, lse_st = (delta, delta), lse.stride()
+        return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
+                dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
                 workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
                 workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, dlse_p, *seqlens_p, *self.sizes,
-                *st(t.q), *st(t.k), *st(t.v), *st(t.o), *st(t.do), *lse_st, *dlse_st, *st(t.dq), *st(t.dk),
-                *st(t.dv), *self.tail)
+                *st(q), *st(k), *st(v), *st(o), *st(do), *lse_st, *dlse_st, *st(dq), *st(dk), *st(dv), *self.tail)
 
 
 def _bhsd_strides(t) -> tuple:

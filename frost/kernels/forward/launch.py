@@ -81,27 +81,27 @@ class BoundForward:
         """kernel.FwdKernel's arguments but the stream, in its order: the tensors' pointers, the sizes, the strides
         (a packed call's batch stride 0), the scale and the mask; None for a problem with nothing to compute.
         Absent optional inputs get a stand-in address (never dereferenced: their flag is off)."""
-        q, k, packed = t.q, t.k, t.packed
+        q, k, v, o, lse, seq_len_q, seq_len_kv, sink, packed = t
         if self.cfg.varlen:   # each batch's segment from packed.cu_seqlens_*
             heads, tokens_q = q.shape[:2]
             if packed.batch == 0 or heads == 0 or packed.max_seqlen_q == 0 or tokens_q == 0:
                 return None
             sizes = (packed.batch, heads, k.shape[0], packed.max_seqlen_q, packed.max_seqlen_kv,
                      self.cfg.head_dim_qk, self.cfg.head_dim_v, tokens_q, k.shape[1])
-            strides = tuple(x for y in (q, k, t.v, t.o, t.lse) for x in (0, *y.stride()[:2]))
+            strides = tuple(x for y in (q, k, v, o, lse) for x in (0, *y.stride()[:2]))
         else:
             batch, heads, seq_q = q.shape[:3]
             if batch == 0 or heads == 0 or seq_q == 0:
                 return None
             sizes = (batch, heads, k.shape[1], seq_q, k.shape[2], self.cfg.head_dim_qk, self.cfg.head_dim_v, 0, 0)
-            strides = (*q.stride()[:3], *k.stride()[:3], *t.v.stride()[:3], *t.o.stride()[:3], *t.lse.stride())
-        flags = self.flags | (FLAG_SEQ_Q if t.seq_len_q is not None else 0) | \
-            (FLAG_SEQ_KV if t.seq_len_kv is not None else 0) | (FLAG_SINK if t.sink is not None else 0)
-        stand_in = t.lse.data_ptr()
-        return (q.data_ptr(), k.data_ptr(), t.v.data_ptr(), t.o.data_ptr(), t.lse.data_ptr(),
-                stand_in if t.seq_len_q is None else t.seq_len_q.data_ptr(),
-                stand_in if t.seq_len_kv is None else t.seq_len_kv.data_ptr(),
-                stand_in if t.sink is None else t.sink.data_ptr(),
+            strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride())
+        flags = self.flags | (FLAG_SEQ_Q if seq_len_q is not None else 0) | \
+            (FLAG_SEQ_KV if seq_len_kv is not None else 0) | (FLAG_SINK if sink is not None else 0)
+        stand_in = lse.data_ptr()
+        return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                stand_in if seq_len_q is None else seq_len_q.data_ptr(),
+                stand_in if seq_len_kv is None else seq_len_kv.data_ptr(),
+                stand_in if sink is None else sink.data_ptr(),
                 stand_in if packed is None else packed.cu_seqlens_q.data_ptr(),
                 stand_in if packed is None else packed.cu_seqlens_kv.data_ptr(),
                 *sizes, *strides, self.scale_log2, self.band_left, self.band_right, flags)
