@@ -43,8 +43,8 @@ def _prepare(c, det: bool, variant: str, dtype: str):
     from frost.kernels import choose_config, detect_arch, workspace_regions
     from frost.kernels.backward.api import CompiledBackward
     from frost.kernels.backward.compile import compile_kernels
-    from frost.kernels.backward.launch import Problem
-    from frost.kernels.backward.selection import Sizes
+    from frost.kernels.backward.launch import BackwardTensors, Problem
+    from frost.kernels.backward.select import Sizes
 
     sets = make_sets(c, Options(dtype=dtype))
     scale, (left, _) = softmax_scale(c), c.band
@@ -75,9 +75,11 @@ def _prepare(c, det: bool, variant: str, dtype: str):
     if launch.backward is not bwd.kernels.backward:
         raise RuntimeError(f"case {c.name} ran on a twin kernel set, not {cfg.key.as_str()}")
 
+    calls = [BackwardTensors(s.q, s.k, s.v, s.out, s.dout, s.lse, *grads, ws, sink=s.sink, dsink=dsink)
+             for s in sets]
+
     def run(i: int):
-        s = sets[i]
-        launch(s.q, s.k, s.v, s.out, s.dout, s.lse, *grads, ws, None, sink=s.sink, dsink=dsink, seq_major=True)
+        launch(calls[i], None, seq_major=True)
 
     return run, sets, grads + ((dsink,) if c.sink else ())
 

@@ -83,7 +83,7 @@ def measure(device: str = "cpu", calls: int = 20000, real: bool = False) -> dict
 def _kernel_entry_us(tensors: dict, device: str, calls: int) -> dict[str, float]:
     """The real kernels' two entries alone: a Launch bound to the plan's problem, and the checked public call."""
     from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
-    from frost.kernels.backward.launch import Launch, Problem
+    from frost.kernels.backward.launch import BackwardTensors, Launch, Problem
 
     q, k, v, o, do, lse = (tensors[n] for n in ("q", "k", "v", "o", "do", "lse"))
     dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -95,8 +95,9 @@ def _kernel_entry_us(tensors: dict, device: str, calls: int) -> dict[str, float]
     problem = Problem(b, h, k.shape[1], sq, skv, d ** -0.5)
     launch, direct = bwd.bind(problem), Launch(bwd.kernels, cfg, problem, graph_replay=False)
     args = (q, k, v, o, do, lse, dq, dk, dv)
-    return {"launch_us": _per_call_us(lambda: launch(*args, ws), calls),
-            "launch_direct_us": _per_call_us(lambda: direct(*args, ws), calls),
+    # (each call gathers its tensors into one BackwardTensors, as the engine's calls do)
+    return {"launch_us": _per_call_us(lambda: launch(BackwardTensors(*args, ws)), calls),
+            "launch_direct_us": _per_call_us(lambda: direct(BackwardTensors(*args, ws)), calls),
             "checked_call_us": _per_call_us(lambda: bwd(*args, scale=d ** -0.5, workspace=ws), calls)}
 
 

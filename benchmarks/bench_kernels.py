@@ -108,7 +108,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     from frost.kernels.backward.api import CompiledBackward
     from frost.kernels.backward.compile import compile_kernels
     from frost.kernels.backward.catalogue import has_mha_set
-    from frost.kernels.backward.selection import KernelKey, narrow_band_set, orders_dq
+    from frost.kernels.backward.select import KernelKey, narrow_band_set, orders_dq
     from frost.kernels.mask import MaskSpec
 
     name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]

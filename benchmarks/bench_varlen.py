@@ -82,7 +82,7 @@ def frost_packed(cfg: Config, inp) -> dict:
 
     from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
     from frost.kernels.forward import choose_forward_config, compile_forward
-    from frost.kernels.forward.api import ForwardMask
+    from frost.kernels.forward.launch import ForwardMask, ForwardTensors
     from frost.kernels.packed import Packed
 
     arch, scale = detect_arch(), 1 / math.sqrt(cfg.d)
@@ -92,7 +92,8 @@ def frost_packed(cfg: Config, inp) -> dict:
     lse = torch.empty(q.shape[:2], device="cuda")
     fwd = compile_forward(choose_forward_config("bfloat16", cfg.d, cfg.d, arch, varlen=True))
     bound = fwd.bind(ForwardMask(scale, causal=True))
-    bound(q, k, v, o, lse, sink=inp["sink"], packed=packed)
+    call = ForwardTensors(q, k, v, o, lse, sink=inp["sink"], packed=packed)
+    bound(call)
     bcfg = choose_config("bfloat16", cfg.d, cfg.d, True, "top_left", arch, gqa_group=cfg.hq // cfg.hkv, varlen=True)
     bwd = compile_backward(bcfg)
     ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
@@ -100,7 +101,7 @@ def frost_packed(cfg: Config, inp) -> dict:
                                         tokens_q=q.shape[1])}
     grads = [torch.zeros_like(t) for t in (q, k, v)]
     dsink = None if inp["sink"] is None else torch.empty_like(inp["sink"])
-    return {"fwd": lambda: bound(q, k, v, o, lse, sink=inp["sink"], packed=packed),
+    return {"fwd": lambda: bound(call),
             "bwd": lambda: bwd(q, k, v, o, do, lse, *grads, scale=scale, workspace=ws, sink=inp["sink"],
                                dsink=dsink, packed=packed)}
 
@@ -111,7 +112,7 @@ def frost_dense(cfg: Config, b: int, s: int, lens: list[int] | None, sink) -> di
 
     from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
     from frost.kernels.forward import choose_forward_config, compile_forward
-    from frost.kernels.forward.api import ForwardMask
+    from frost.kernels.forward.launch import ForwardMask, ForwardTensors
 
     arch, scale = detect_arch(), 1 / math.sqrt(cfg.d)
     g = torch.Generator(device="cuda").manual_seed(2)
@@ -124,14 +125,15 @@ def frost_dense(cfg: Config, b: int, s: int, lens: list[int] | None, sink) -> di
     seq = None if lens is None else torch.tensor(lens, dtype=torch.int32, device="cuda")
     fwd = compile_forward(choose_forward_config("bfloat16", cfg.d, cfg.d, arch))
     bound = fwd.bind(ForwardMask(scale, causal=True))
-    bound(q, k, v, o, lse, seq_len_q=seq, seq_len_kv=seq, sink=sink)
+    call = ForwardTensors(q, k, v, o, lse, seq_len_q=seq, seq_len_kv=seq, sink=sink)
+    bound(call)
     bcfg = choose_config("bfloat16", cfg.d, cfg.d, True, "top_left", arch, gqa_group=cfg.hq // cfg.hkv)
     bwd = compile_backward(bcfg)
     ws = {n: torch.empty(max(x, 16), dtype=torch.uint8, device="cuda")
           for n, x in workspace_regions(bcfg, b, cfg.hq, s, s)}
     grads = [torch.empty_like(t) for t in (q, k, v)]
     dsink = None if sink is None else torch.empty_like(sink)
-    return {"fwd": lambda: bound(q, k, v, o, lse, seq_len_q=seq, seq_len_kv=seq, sink=sink),
+    return {"fwd": lambda: bound(call),
             "bwd": lambda: bwd(q, k, v, o, do, lse, *grads, scale=scale, workspace=ws, seq_len_q=seq, seq_len_kv=seq,
                                sink=sink, dsink=dsink)}
 

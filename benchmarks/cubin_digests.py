@@ -38,10 +38,10 @@ def forward_tag(key) -> str:
 
 
 def served_sets() -> list:
-    """(tag, key) of every served kernel set: the backward's (selection.served_keys, the packed ones too) and the
+    """(tag, key) of every served kernel set: the backward's (select.served_keys, the packed ones too) and the
     forward's (every served pad pair, dense and packed) on ARCHS."""
-    from frost.kernels.backward.selection import DTYPES, served_keys
-    from frost.kernels.forward.compile import ForwardKey
+    from frost.kernels.backward.select import DTYPES, served_keys
+    from frost.kernels.forward.select import ForwardKey
     from frost.kernels.forward.tiles import served_forward_pads
 
     forward = [ForwardKey(dtype, d, dv, arch, varlen) for arch in ARCHS for dtype in DTYPES
@@ -97,8 +97,10 @@ def code_digest(blob: bytes, forward: bool = False) -> str:
 
 def digest(item) -> tuple[str, dict]:
     """Child process: compile one set and return its tag and digests."""
-    from frost.kernels.backward.compile import compile_kernels, tile_key
-    from frost.kernels.forward.compile import ForwardKey, compile_forward_kernel
+    from frost.kernels.backward.compile import compile_kernels
+    from frost.kernels.backward.select import tile_key
+    from frost.kernels.forward.compile import compile_forward_kernel
+    from frost.kernels.forward.select import ForwardKey
 
     tag, key = item
     if isinstance(key, ForwardKey):

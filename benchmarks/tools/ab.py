@@ -24,14 +24,14 @@ SET_KINDS = ("atomic", "ordered", "narrow", "mha", "dq_gemm")
 
 
 def set_kind(key) -> str:
-    """The kind of kernel set a frost.kernels.backward.selection.KernelKey names (what a Candidate changes)."""
+    """The kind of kernel set a frost.kernels.backward.select.KernelKey names (what a Candidate changes)."""
     return ("narrow" if key.narrow else "ordered" if key.ordered else "mha" if key.mha
             else "dq_gemm" if key.dq_gemm else "atomic")
 
 
 def kernel_key(pad: int, kind: str, arch: str, dtype: str):
     """The KernelKey of the ``kind`` set at Q/K pad ``pad`` (V padded alike)."""
-    from frost.kernels.backward.selection import KernelKey
+    from frost.kernels.backward.select import KernelKey
 
     return KernelKey(dtype, pad, arch, 0, kind in ("ordered", "narrow"), mha=kind == "mha", dq_gemm=kind == "dq_gemm",
                      narrow=kind == "narrow")

@@ -93,53 +93,53 @@ class CudaGraphDriver:
     private stream per CUDA context, in thread-local mode so other threads' work is not disturbed."""
 
     def __init__(self):
-        from cuda.bindings import driver as cu
+        from cuda.bindings import driver
 
-        self._cu = cu
-        self._none = cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+        self._driver = driver
+        self._none = driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
         self._streams: dict[int, object] = {}
 
     def is_capturing(self, stream: int) -> bool:
         """True also when the stream cannot be queried: the direct launch then reports the problem."""
-        err, status = self._cu.cuStreamIsCapturing(stream)
-        return err != self._cu.CUresult.CUDA_SUCCESS or status != self._none
+        err, status = self._driver.cuStreamIsCapturing(stream)
+        return err != self._driver.CUresult.CUDA_SUCCESS or status != self._none
 
     def capture(self, run):
-        cu = self._cu
+        driver = self._driver
         stream = self._private_stream()
-        self._check(cu.cuStreamBeginCapture(stream, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)[0],
-                    "cuStreamBeginCapture")
+        mode = driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        self._check(driver.cuStreamBeginCapture(stream, mode)[0], "cuStreamBeginCapture")
         try:
             run(int(stream))
         except Exception as e:  # e.g. a launch path that does something capture forbids: launch directly then
-            cu.cuStreamEndCapture(stream)
+            driver.cuStreamEndCapture(stream)
             raise GraphCaptureError(f"the launch failed under stream capture: {e}") from e
-        err, graph = cu.cuStreamEndCapture(stream)
+        err, graph = driver.cuStreamEndCapture(stream)
         self._check(err, "cuStreamEndCapture")
-        err, graph_exec = cu.cuGraphInstantiate(graph, 0)
-        cu.cuGraphDestroy(graph)
+        err, graph_exec = driver.cuGraphInstantiate(graph, 0)
+        driver.cuGraphDestroy(graph)
         self._check(err, "cuGraphInstantiate")
         return graph_exec
 
     def launch(self, graph_exec, stream: int) -> None:
-        err, = self._cu.cuGraphLaunch(graph_exec, stream)
-        if err != self._cu.CUresult.CUDA_SUCCESS:
+        err, = self._driver.cuGraphLaunch(graph_exec, stream)
+        if err != self._driver.CUresult.CUDA_SUCCESS:
             raise RuntimeError(f"cuGraphLaunch of the backward's graph failed: {err}")
 
     def destroy(self, graph_exec) -> None:
-        self._cu.cuGraphExecDestroy(graph_exec)
+        self._driver.cuGraphExecDestroy(graph_exec)
 
     def _private_stream(self):
-        cu = self._cu
-        err, ctx = cu.cuCtxGetCurrent()
+        driver = self._driver
+        err, ctx = driver.cuCtxGetCurrent()
         self._check(err, "cuCtxGetCurrent")
         key = int(ctx)
         if key not in self._streams:
-            err, stream = cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+            err, stream = driver.cuStreamCreate(driver.CUstream_flags.CU_STREAM_NON_BLOCKING)
             self._check(err, "cuStreamCreate")
             self._streams[key] = stream
         return self._streams[key]
 
     def _check(self, err, what: str) -> None:
-        if err != self._cu.CUresult.CUDA_SUCCESS:
+        if err != self._driver.CUresult.CUDA_SUCCESS:
             raise GraphCaptureError(f"{what} failed: {err}")

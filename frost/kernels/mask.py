@@ -22,7 +22,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 
 NO_BOUND = 1 << 30
 ALIGNMENTS = ("top_left", "bottom_right")
@@ -30,8 +30,8 @@ ALIGNMENTS = ("top_left", "bottom_right")
 FLAG_SEQ_Q = 1              # seq_len_q pointer is valid
 FLAG_SEQ_KV = 2             # seq_len_kv pointer is valid
 FLAG_BOTTOM_RIGHT = 4       # diagonal anchored at j = i + (skv - sq)
-FLAG_ORDERED_DQ = 8         # dQ added in KV-tile order (selection.orders_dq). The kernel sets are compiled for one
-#                             order (selection.KernelKey.ordered) and the Launch sets this flag exactly on the ordered
+FLAG_ORDERED_DQ = 8         # dQ added in KV-tile order (select.orders_dq). The kernel sets are compiled for one
+#                             order (select.KernelKey.ordered) and the Launch sets this flag exactly on the ordered
 #                             set's problems; only the atomic set's main kernel tests it (see BwdMainKernel.__init__)
 FLAG_SINK = 16              # sink logits given: compute dsink
 FLAG_KV_SLOWEST = 32        # set by the main kernel's launcher: grid is (kv heads, batch, KV tiles) (bwd_main)
@@ -83,7 +83,7 @@ def batch_length(mSeq: cute.Tensor, flags: Int32, flag: cutlass.Constexpr, batch
 
 def main_writes_dq(dq_direct: bool, ordered: bool) -> bool:
     """Whether a kernel set's main kernel writes dQ itself: the set is compiled for ordered dQ
-    (selection.KernelKey.ordered) on a tile with TileConfig.dq_direct (ordering.dq_order_wait). Then that set's
+    (select.KernelKey.ordered) on a tile with TileConfig.dq_direct (ordering.dq_order_wait). Then that set's
     preprocess zeroes no accumulator and its convert kernel converts nothing. Fixed when the set is compiled (the
     Launch refuses a problem of the other kind), so the three kernels cannot disagree about it."""
     return dq_direct and ordered
@@ -205,7 +205,7 @@ class AttentionMask:
             for c in cutlass.range_constexpr(cute.size(p_mn, mode=[1])):
                 row, key = _row_key(coord_mn, r, c, keys_on_rows)
                 if cutlass.const_expr(by_difference):
-                    vis = cu.unsigned_le(base + key - row, width)
+                    vis = cutil.unsigned_le(base + key - row, width)
                 else:
                     vis = self.visible(row0 + row, key0 + key)
                 p_mn[r, c] = p_mn[r, c] if vis else cutlass.Float32(0.0)

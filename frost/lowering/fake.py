@@ -14,16 +14,17 @@ PREFIX = b"frost-fake-kernel\n"
 class FakeKernel:
     """Binds like the real kernels (frost.kernels.backward.api.CompiledBackward.bind, and
     frost.kernels.forward.api.CompiledForward.bind): ``bind(problem)`` records the problem (or the forward's mask)
-    and returns a launch that records its arguments and does nothing else."""
+    and returns a launch that records what it is called with (a call's tensors object, the stream and the
+    backward's seq_major) and does nothing else."""
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.problems: list = []
-        self.launches: list[tuple[tuple, dict]] = []   # (positional args, optional inputs) per launch
+        self.launches: list[tuple[object, dict]] = []   # (tensors, {"stream": ..., other options}) per launch
 
     def bind(self, problem):
         self.problems.append(problem)
-        return lambda *args, **optional: self.launches.append((args, optional))
+        return lambda tensors, stream=None, **options: self.launches.append((tensors, {"stream": stream} | options))
 
 
 class FakeCompiler:

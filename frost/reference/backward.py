@@ -17,7 +17,7 @@ import torch
 
 from frost.reference import mask as masks
 from frost.reference.blocks import block_rows_for, empty_like_layout, grouped_rows, row_blocks
-from frost.reference.inputs import Problem, check_backward_tensors, resolve
+from frost.reference.inputs import ReferenceProblem, check_backward_tensors, resolve
 from frost.reference.numerics import as_operand
 from frost.reference.scores import kept_matmul, masked_scores, probabilities, sink_weight
 
@@ -51,7 +51,7 @@ def _live(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     return torch.where(rows, x, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
-def _block(p: Problem, t: dict, sink: torch.Tensor | None, acc: _Grads, i0: int, i1: int) -> None:
+def _block(p: ReferenceProblem, t: dict, sink: torch.Tensor | None, acc: _Grads, i0: int, i1: int) -> None:
     """Accumulate the gradients of query rows [i0, i1) into `acc`."""
     cd, io, hkv = p.compute_dtype, p.io_dtype, p.heads_kv
     keep = masks.block_mask(p.mask, i0, i1, p.seq_kv)

@@ -10,12 +10,12 @@ import torch
 
 from frost.reference import mask as masks
 from frost.reference.blocks import block_rows_for, empty_like_layout, grouped_rows, row_blocks
-from frost.reference.inputs import Problem, resolve
+from frost.reference.inputs import ReferenceProblem, resolve
 from frost.reference.numerics import as_operand
 from frost.reference.scores import kept_matmul, masked_scores, probabilities
 
 
-def _block(p: Problem, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sink: torch.Tensor | None,
+def _block(p: ReferenceProblem, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sink: torch.Tensor | None,
            i0: int, i1: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(O, LSE) of rows [i0, i1), shaped (B, Hkv, G, rows, Dv) and (B, Hkv, G, rows), compute dtype."""
     keep = masks.block_mask(p.mask, i0, i1, p.seq_kv)

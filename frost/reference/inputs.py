@@ -1,4 +1,4 @@
-"""Cheap validation of the reference engine's arguments, resolved into one `Problem`.
+"""Cheap validation of the reference engine's arguments, resolved into one `ReferenceProblem`.
 
 Only what is obviously wrong is rejected (ranks, extents, dtypes, devices, argument values); each
 TensorError names the tensor or argument, the value, and what would be accepted."""
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from frost.errors import TensorError
-from frost.reference.mask import MaskSpec
+from frost.reference.mask import KeepMask
 from frost.reference.numerics import IO_DTYPES, compute_dtype
 
 STAT_DTYPES = (torch.float32, torch.float64)
@@ -21,7 +21,7 @@ ALIGNMENTS = ("top_left", "bottom_right")
 
 
 @dataclass(frozen=True)
-class Problem:
+class ReferenceProblem:
     """Sizes, scale, dtypes and the resolved mask of one attention call."""
 
     batch: int
@@ -34,7 +34,7 @@ class Problem:
     scale: float
     io_dtype: torch.dtype
     compute_dtype: torch.dtype
-    mask: MaskSpec
+    mask: KeepMask
 
     @property
     def group(self) -> int:
@@ -112,20 +112,21 @@ def _scale(scale: object, dim_qk: int) -> float:
     return float(scale)
 
 
-def resolve(q, k, v, *, scale, causal, alignment, band_left, band_right, seq_len_q, seq_len_kv, sink) -> Problem:
+def resolve(q, k, v, *, scale, causal, alignment, band_left, band_right, seq_len_q, seq_len_kv,
+            sink) -> ReferenceProblem:
     """Validate the arguments shared by forward and backward and resolve defaults."""
     b, hq, hkv, sq, skv, dqk, dv = _check_qkv(q, k, v)
     if sink is not None:
         _expect("sink", sink, (hq,), STAT_DTYPES, q.device)
     left, right = _band(bool(causal), alignment, band_left, band_right)
-    mask = MaskSpec(sq=_seq_lens("seq_len_q", seq_len_q, b, sq, q.device),
+    mask = KeepMask(sq=_seq_lens("seq_len_q", seq_len_q, b, sq, q.device),
                     skv=_seq_lens("seq_len_kv", seq_len_kv, b, skv, q.device),
                     left=left, right=right, bottom_right=alignment == "bottom_right")
-    return Problem(batch=b, heads_q=hq, heads_kv=hkv, seq_q=sq, seq_kv=skv, dim_qk=dqk, dim_v=dv,
-                   scale=_scale(scale, dqk), io_dtype=q.dtype, compute_dtype=compute_dtype(q.dtype), mask=mask)
+    return ReferenceProblem(batch=b, heads_q=hq, heads_kv=hkv, seq_q=sq, seq_kv=skv, dim_qk=dqk, dim_v=dv,
+                            scale=_scale(scale, dqk), io_dtype=q.dtype, compute_dtype=compute_dtype(q.dtype), mask=mask)
 
 
-def check_backward_tensors(p: Problem, q: torch.Tensor, o: object, do: object, lse: object,
+def check_backward_tensors(p: ReferenceProblem, q: torch.Tensor, o: object, do: object, lse: object,
                            dlse: object = None) -> None:
     """o and do are (B, Hq, Sq, Dv) in the io dtype; lse (and dlse, when given) is (B, Hq, Sq) fp32 or wider."""
     shape = (p.batch, p.heads_q, p.seq_q, p.dim_v)

@@ -9,7 +9,7 @@ import torch
 
 
 @dataclass(frozen=True)
-class MaskSpec:
+class KeepMask:
     """A resolved mask. `left`/`right` are the band bounds around the diagonal (None = unbounded; `causal`
     has already been folded into `right`). `sq`/`skv` are per-batch lengths, int64 (B,) on the compute device."""
 
@@ -20,7 +20,7 @@ class MaskSpec:
     bottom_right: bool
 
 
-def block_mask(spec: MaskSpec, i0: int, i1: int, skv_total: int) -> torch.Tensor:
+def block_mask(spec: KeepMask, i0: int, i1: int, skv_total: int) -> torch.Tensor:
     """Boolean keep-mask (B, i1 - i0, Skv) for query rows [i0, i1): True where key j is attended by row i.
 
     Row i is valid iff i < sq_b and key j iff j < skv_b; a valid pair is kept iff
@@ -41,7 +41,7 @@ def block_mask(spec: MaskSpec, i0: int, i1: int, skv_total: int) -> torch.Tensor
     return keep
 
 
-def row_valid(spec: MaskSpec, i0: int, i1: int) -> torch.Tensor:
+def row_valid(spec: KeepMask, i0: int, i1: int) -> torch.Tensor:
     """(B, i1 - i0) bool: query row i of batch b is a real row (i < sq_b), not padding."""
     i = torch.arange(i0, i1, device=spec.sq.device).view(1, -1)
     return i < spec.sq.view(-1, 1)

@@ -18,7 +18,7 @@ from frost.errors import TensorError
 from frost.reference.backward import attention_backward
 from frost.reference.blocks import empty_like_layout
 from frost.reference.forward import attention_forward
-from frost.reference.inputs import LEN_DTYPES, Problem, check_backward_tensors, resolve
+from frost.reference.inputs import LEN_DTYPES, ReferenceProblem, check_backward_tensors, resolve
 
 
 class _Mask(TypedDict):
@@ -94,7 +94,7 @@ def segments(q: torch.Tensor, k: torch.Tensor, cu_q: object, cu_kv: object, sequ
     return [Segment(slice(oq[b], oq[b + 1]), slice(okv[b], okv[b + 1]), uq[b], ukv[b]) for b in range(len(lq))]
 
 
-def _problem(q, k, v, mask: _Mask, sink) -> Problem:
+def _problem(q, k, v, mask: _Mask, sink) -> ReferenceProblem:
     """Validate dtypes, heads, head dims, sink and mask arguments once, on empty slices of the tensors (so a batch
     of empty sequences is checked too)."""
     for name, t in (("q", q), ("k", k), ("v", v)):
@@ -126,7 +126,7 @@ def attention_forward_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, 
     return o, lse
 
 
-def _check_backward(p: Problem, q, o, do, lse, dlse) -> None:
+def _check_backward(p: ReferenceProblem, q, o, do, lse, dlse) -> None:
     """o and do are (Hq, Tq, Dv) and lse (and dlse) (Hq, Tq), dtypes and devices as for the dense backward."""
     tokens = q.shape[1]
     for name, t, shape in (("o", o, (p.heads_q, tokens, p.dim_v)), ("do", do, (p.heads_q, tokens, p.dim_v)),

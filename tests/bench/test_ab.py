@@ -94,7 +94,7 @@ def test_candidate_declines_other_sets_and_changes_its_own():
 
 
 def test_registered_candidates_make_legal_tiles_on_every_target():
-    from frost.kernels.backward.compile import DTYPES
+    from frost.kernels.backward.select import DTYPES
 
     candidates = _module("bench_variants").CANDIDATES
     assert candidates

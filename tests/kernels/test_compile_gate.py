@@ -14,7 +14,7 @@ options (catalogue.MHA_PTXAS, KernelKey.mha: 4 more sets), and the dq_gemm sets 
 KernelKey.dq_gemm: the main kernel storing dS, then the dQ GEMM kernel; d96/d128 deterministic, d160/d192/d256
 both modes: 24 more) and the narrow-band sets (catalogue._NARROW_CHANGES, KernelKey.narrow: ordered dQ on narrow bands
 at d32-d128: 24 more), and the packed (varlen) twins of the atomic, ordered and MHA sets (KernelKey.varlen: 84 more);
-selection.served_keys lists them. The unserved 2-D warp-grid kernel variants
+select.served_keys lists them. The unserved 2-D warp-grid kernel variants
 (catalogue.GRID_VARIANTS, bf16) are built and checked
 too. Compiles run in parallel processes (one per CPU).
 
@@ -36,7 +36,7 @@ def _builds():
     """(key, tile override, label): every served set, plus the unserved grid-kernel variants (bf16) so that code
     keeps building too."""
     from frost.kernels.backward.catalogue import GRID_VARIANTS
-    from frost.kernels.backward.selection import KernelKey, served_keys
+    from frost.kernels.backward.select import KernelKey, served_keys
 
     served = [(key, None, "") for key in served_keys(ARCHS, varlen=True)]
     variants = [(KernelKey("bfloat16", t.head_dim_pad, arch), t, name) for arch in ARCHS

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.compile_gate
 
 
 def _keys():
-    from frost.kernels.forward.compile import DTYPES, ForwardKey
+    from frost.kernels.forward.select import DTYPES, ForwardKey
     from frost.kernels.forward.tiles import served_forward_pads
 
     return [ForwardKey(dt, d, dv, arch, varlen) for arch in ARCHS for dt in DTYPES for d, dv in served_forward_pads()

@@ -14,7 +14,7 @@ from frost.kernels.backward.bwd_main import BwdMainKernel
 from frost.kernels.backward.chain import BackwardChain
 from frost.kernels.backward.dq_convert import DqConvertKernel
 from frost.kernels.backward.dq_gemm import DqGemmKernel
-from frost.kernels.backward.launch import LOG2_E, Launch, Problem
+from frost.kernels.backward.launch import LOG2_E, BackwardTensors, Launch, Problem
 from frost.kernels.mask import (FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND,
                                 main_writes_dq)
 from frost.kernels.backward.preprocess import PreprocessKernel
@@ -54,7 +54,7 @@ def test_launch_passes_the_chain_its_declared_arguments():
     seq_kv, sink, dsink = torch.tensor([140, 77], dtype=torch.int32), torch.zeros(4), torch.zeros(4)
     launch = Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=40,
                                                              deterministic=True, seq_len_kv=True, sink=True))
-    launch(q, k, v, o, do, lse, dq, dk, dv, ws, 7, seq_len_kv=seq_kv, sink=sink, dsink=dsink)
+    launch(BackwardTensors(q, k, v, o, do, lse, dq, dk, dv, ws, seq_len_kv=seq_kv, sink=sink, dsink=dsink), 7)
     flags = FLAG_BOTTOM_RIGHT | FLAG_ORDERED_DQ | FLAG_SEQ_KV | FLAG_SINK
     a = calls["backward"]
     assert (a["pO"], a["pdO"], a["pLSE"], a["pSink"]) == (o.data_ptr(), do.data_ptr(), lse.data_ptr(), sink.data_ptr())
@@ -129,7 +129,7 @@ def test_narrow_bands_order_dq_in_the_default_mode(d, band, det, ordered):
     cfg, tensors, ws = _problem_tensors(d=d, band_left=band[0], band_right=band[1], deterministic=det)
     assert cfg.key.ordered == cfg.key.ordered == ordered
     Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=band[0], band_right=band[1],
-                                                   deterministic=det))(*tensors, ws, 3)
+                                                   deterministic=det))(BackwardTensors(*tensors, ws), 3)
     assert bool(calls["backward"]["flags"] & FLAG_ORDERED_DQ) == ordered
 
 
@@ -147,7 +147,7 @@ def test_ordered_dq_has_a_kernel_set_of_its_own(monkeypatch):
     monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels(calls))
     bwd = api.CompiledBackward(atomic_cfg, _recording_kernels({}))
     for _ in range(2):
-        bwd.bind(det)(*tensors, ws, 3)
+        bwd.bind(det)(BackwardTensors(*tensors, ws), 3)
     assert fetched == [ordered_cfg.key] and calls["backward"]["flags"] & FLAG_ORDERED_DQ
     assert bwd.bind(Problem(2, 4, 2, 100, 140, 0.125)).backward is bwd.kernels.backward
 
@@ -158,7 +158,7 @@ def test_mha_problems_bind_to_the_mha_set_where_one_exists(monkeypatch):
     other pads keep the shared set. An MHA set is correct for any problem: its key is that tile's plus ':mha', and
     no key claims one that MHA_PTXAS lacks."""
     from frost.kernels.backward import api
-    from frost.kernels.backward.compile import KernelKey, tile_key
+    from frost.kernels.backward.select import KernelKey, tile_key
     from frost.kernels.backward.catalogue import tile_for_set
 
     cfg, _, _ = _problem_tensors()
@@ -203,7 +203,7 @@ def test_narrow_bands_run_on_a_narrow_band_set_where_one_exists(d, band, det, na
         ordered_tile = tile_for_set(tile_for_pads(d), True)
         assert cfg.key.tile == replace(ordered_tile, **_NARROW_CHANGES[d]) != ordered_tile
     Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=band[0], band_right=band[1],
-                                                   deterministic=det))(*tensors, ws, 3)
+                                                   deterministic=det))(BackwardTensors(*tensors, ws), 3)
     assert bool(calls["backward"]["flags"] & FLAG_ORDERED_DQ) == cfg.key.ordered
 
 
@@ -213,7 +213,7 @@ def test_the_narrow_band_set_is_a_twin_of_the_ordered_set(monkeypatch):
     other's twin, fetched once."""
     from frost.kernels.backward import api
     from frost.kernels.backward.catalogue import NARROW_PTXAS
-    from frost.kernels.backward.selection import KernelKey
+    from frost.kernels.backward.select import KernelKey
 
     for d, bad in ((64, {}), (160, {"ordered": True}), (64, {"ordered": True, "mha": True})):
         with pytest.raises(ValueError, match="narrow-band"):
@@ -238,7 +238,7 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
     the default mode too); a problem whose dS^T would pass ds_workspace.DQ_GEMM_MAX_BYTES runs on the relay instead, a
     default-mode one on the atomic set (twins, fetched once)."""
     from frost.kernels.backward import api, ds_workspace
-    from frost.kernels.backward.selection import KernelKey
+    from frost.kernels.backward.select import KernelKey
 
     cfg, tensors, ws = _problem_tensors(d=128, deterministic=True)
     assert cfg.key.dq_gemm and not cfg.key.ordered and cfg.key.as_str().endswith(":o0:dqg")
@@ -261,7 +261,7 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
             KernelKey("bfloat16", d, "sm_90a", dq_gemm=True, **bad)
     calls, fetched = {}, []
     det = Problem(2, 4, 2, 100, 140, 0.125, deterministic=True)
-    Launch(_recording_kernels(calls), cfg, det)(*tensors, ws, 3)
+    Launch(_recording_kernels(calls), cfg, det)(BackwardTensors(*tensors, ws), 3)
     assert not calls["backward"]["flags"] & FLAG_ORDERED_DQ
     monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels({}))
     bwd = api.CompiledBackward(cfg, _recording_kernels({}))
@@ -278,7 +278,7 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
 def test_absent_inputs_get_a_stand_in_and_no_flag():
     calls = {}
     cfg, tensors, ws = _problem_tensors()
-    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125))(*tensors, ws, 3)
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125))(BackwardTensors(*tensors, ws), 3)
     a = calls["backward"]
     assert a["pSeqQ"] == a["pSeqKV"] == a["pSink"] == a["pDsink"] == a["pDlse"] == ws["delta"].data_ptr()
     assert a["flags"] == FLAG_BOTTOM_RIGHT and a["band_left"] == NO_BOUND
@@ -288,8 +288,8 @@ def test_dlse_travels_with_its_strides_and_flag():
     calls = {}
     cfg, tensors, ws = _problem_tensors()
     dlse = torch.zeros(2, 4, 200)[..., ::2]          # a strided (B, Hq, Sq) view
-    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, dlse=True))(*tensors, ws, 3,
-                                                                                           dlse=dlse)
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, dlse=True))(
+        BackwardTensors(*tensors, ws, dlse=dlse), 3)
     a = calls["backward"]
     assert a["pDlse"] == dlse.data_ptr() and (a["dlse_sb"], a["dlse_sh"], a["dlse_ss"]) == (800, 200, 2)
     assert a["flags"] == FLAG_BOTTOM_RIGHT | FLAG_DLSE
@@ -303,7 +303,7 @@ def test_empty_problems_zero_dsink():
         calls = {}
         dsink = torch.full((4,), float("nan"))
         Launch(_recording_kernels(calls), cfg, Problem(batch, 4, 2, 0, 140, 0.125, sink=True))(
-            *tensors, ws, 3, sink=torch.zeros(4), dsink=dsink)
+            BackwardTensors(*tensors, ws, sink=torch.zeros(4), dsink=dsink), 3)
         assert bool(calls) == launched and bool((dsink == 0).all())
 
 
@@ -368,7 +368,7 @@ def test_checked_call_names_the_bad_tensor():
     with pytest.raises(TensorError, match=r"dk\.stride"):
         call(dk=torch.zeros(2, 2, 140, 68, dtype=torch.bfloat16)[..., :64])   # rows pitched to 136 bytes
     from frost.analyzer.extract import SEQ_STRIDE_LIMIT
-    from frost.kernels.backward.api import MAX_SEQ_STRIDE
+    from frost.kernels.backward.checks import MAX_SEQ_STRIDE
 
     assert MAX_SEQ_STRIDE == SEQ_STRIDE_LIMIT == 1 << 24  # the probe declines (seq_stride_max) what the call refuses
     with pytest.raises(TensorError, match=r"q\.stride: got \(0, 64, 16777216, 1\); accepted: a sequence stride"):
@@ -388,7 +388,7 @@ def test_checked_entry_keeps_a_bound_launch_per_problem(monkeypatch):
     calls = {}
     cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors()
     bwd = api.CompiledBackward(cfg, _recording_kernels(calls))
-    monkeypatch.setattr(api.CompiledBackward, "_check", lambda self, *a: (2, 4, 2, 100, 140, 0, 0))  # CPU tensors
+    monkeypatch.setattr(api, "check_io", lambda cfg, t: (2, 4, 2, 100, 140, 0, 0))  # CPU tensors
     binds = []
     real_bind = api.CompiledBackward.bind
     monkeypatch.setattr(api.CompiledBackward, "bind", lambda self, p: binds.append(p) or real_bind(self, p))
@@ -420,6 +420,7 @@ def test_a_packed_launch_passes_the_segments_and_the_same_arguments_in_either_or
     """A packed set's launch: batch stride 0, the prefix sums' pointers, the token counts and the dQ accumulator's
     rows per head (limits.packed_acc_rows); (T, H, D) tensors with seq_major give exactly the arguments of their
     logical (H, T, D) views."""
+    from frost.kernels.packed import Packed
     from frost.limits import packed_acc_rows
 
     cfg = choose_config("bfloat16", 64, 64, True, "top_left", "sm_90a", varlen=True)
@@ -438,7 +439,8 @@ def test_a_packed_launch_passes_the_segments_and_the_same_arguments_in_either_or
         calls = {}
         tensors = thd if seq_major else [t.transpose(0, 1) for t in thd]
         Launch(_recording_kernels(calls), cfg, problem, graph_replay=False)(
-            *tensors[:5], lse, *tensors[5:], ws, 7, seq_major=seq_major, cu_seqlens_q=cu_q, cu_seqlens_kv=cu_kv)
+            BackwardTensors(*tensors[:5], lse, *tensors[5:], ws, packed=Packed(cu_q, cu_kv, 200, 300)), 7,
+            seq_major=seq_major)
         runs.append(calls["backward"])
     logical, seq_major = runs
     assert logical == seq_major

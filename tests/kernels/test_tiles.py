@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from frost.kernels.backward.compile import tile_key
+from frost.kernels.backward.select import tile_key
 from frost.kernels.backward.catalogue import all_tiles
 
 
@@ -88,7 +88,7 @@ def test_copy_threads_never_reach_past_a_tile():
 def test_the_ordered_set_compiles_its_own_changes_to_a_tile():
     """KernelKey.tile applies catalogue._ORDERED_CHANGES to the ordered set only (d160 takes its whole dQ in one chunk
     there, d32 releases at the top), the compile keys of the two sets differ, and both tiles are checked."""
-    from frost.kernels.backward.compile import KernelKey
+    from frost.kernels.backward.select import KernelKey
 
     atomic, ordered = (KernelKey("bfloat16", 160, "sm_120a", 0, o).tile for o in (False, True))
     assert (atomic.dq_chunk, ordered.dq_chunk, ordered.do_stages) == (32, 160, 2)
@@ -155,7 +155,7 @@ def test_skipping_unseen_keys_is_a_rows_kernel_change_of_the_narrow_band_sets():
     assert skipping == [48, 64, 80, 96, 128]
     parts = [tile_for_set(tile_for_pads(d), True, narrow=True).dq_skip_parts for d in narrow_pads()]
     assert parts == [0, 2, 2, 2, 4, 4]  # d32 none; halves at d48-d80, quarters at d96/d128 (measured faster there)
-    from frost.kernels.backward.selection import KernelKey  # targets where a narrow set's change spills run without
+    from frost.kernels.backward.select import KernelKey  # targets where a narrow set's change spills run without
 
     def per_target(d, field):
         return [getattr(KernelKey(dt, d, arch, ordered=True, narrow=True).tile, field)
@@ -169,7 +169,7 @@ def test_a_target_that_spills_a_tile_compiles_its_own_changes():
     on SM120, and the ordered set are untouched, and the compile keys differ. The ordered set takes
     _ORDERED_TARGET_CHANGES (d128 fp16 on sm_120a: no cp.async zero-fill), the narrow-band set
     _NARROW_TARGET_CHANGES; d192's atomic set on sm_90a compiles with catalogue.TARGET_PTXAS, no other set does."""
-    from frost.kernels.backward.compile import KernelKey
+    from frost.kernels.backward.select import KernelKey
 
     fp16_sm90 = KernelKey("float16", 128, "sm_90a").tile
     assert fp16_sm90.dq_lag_mbar and fp16_sm90.q_stages == fp16_sm90.do_stages == 2
@@ -192,7 +192,7 @@ def test_the_dq_gemm_set_compiles_its_own_changes_to_a_tile():
     there (84 KB, within SM120's limit), except in fp16 on sm_90a (_TARGET_CHANGES: it spills there, and with the
     cp.async zero-fill and lean refills too), and refills at lean_refill 1; the atomic and
     ordered sets keep their own tiles, the compile keys differ, and d256's dq_gemm tile is the table's."""
-    from frost.kernels.backward.compile import KernelKey
+    from frost.kernels.backward.select import KernelKey
     from frost.kernels.arch import SMEM_LIMIT_BYTES
     from frost.kernels.backward.catalogue import tile_for_pads
 
@@ -251,7 +251,7 @@ def test_lean_refills_and_the_async_zero_fill_are_served_where_measured():
     set (level 1: catalogue._MHA_CHANGES), level 1 on every d48 set and on the d96 and d160 dq_gemm sets, level 2
     on the d192 dq_gemm set (_DQ_GEMM_CHANGES); the other sets refill as before. The cp.async zero-fill
     (async_zfill) is on by default, off at d80 (measured slower) and on the targets where it spills."""
-    from frost.kernels.backward.compile import KernelKey
+    from frost.kernels.backward.select import KernelKey
     from frost.kernels.backward.catalogue import _TABLE, HEAD_DIM_PADS, tile_for_pads, tile_for_set
 
     for level in (-1, 3):

@@ -26,10 +26,9 @@ class Recording(FakeCompiler):
             def bind(self, problem):
                 kernel.bind(problem)
 
-                def launch(*args, **optional):   # q k v o do lse dq dk dv, workspace views, stream
-                    tensors, workspace = args[:9], args[9]
-                    calls.append(([tuple(t.shape) for t in tensors], problem.scale,
-                                  {n: v.nbytes for n, v in workspace.items()}))
+                def launch(call, stream=None, **options):   # a BackwardTensors: q k v o do lse dq dk dv, workspace
+                    calls.append(([tuple(t.shape) for t in call[:9]], problem.scale,
+                                  {n: v.nbytes for n, v in call.workspace.items()}))
                 return launch
 
         return Bound()
@@ -85,7 +84,7 @@ def test_ordered_dq_problems_get_the_ordered_kernel_set(fake):
 def test_mha_problems_get_the_mha_kernel_set_where_one_exists(fake):
     """Problems without GQA run on a set compiled with catalogue.MHA_PTXAS where it has one (d64's atomic set, its
     tile with catalogue._MHA_CHANGES), else on the set every group shares."""
-    from frost.kernels.backward.compile import KernelKey, tile_key
+    from frost.kernels.backward.select import KernelKey, tile_key
 
     def kernel_key(d, heads_kv, **kw):
         graph = sdpa_backward_graph(2, 4, 512, d, heads_kv=heads_kv, dtype="bfloat16", causal=True, **kw)

@@ -28,12 +28,12 @@ def test_a_hit_launches_the_bshd_tensors_without_views(kernel_engine):
     q, k, v = _qkv()
     for _ in range(2):
         (dq, dk, dv, dsink), (out, dout, lse) = _call(q, k, v)
-        args, side = kernel_engine.kernels[0].launches[-1]
-        assert side["seq_major"] is True and dsink is None
+        call, options = kernel_engine.kernels[0].launches[-1]
+        assert options["seq_major"] is True and dsink is None
         # the caller's tensors and the fresh outputs themselves, in the launch's order
-        assert all(a is b for a, b in zip(args[:9], (q, k, v, out, dout, lse, dq, dk, dv)))
+        assert all(a is b for a, b in zip(call[:9], (q, k, v, out, dout, lse, dq, dk, dv)))
         assert dq.shape == q.shape and dk.stride() == k.stride()
-        assert set(args[9]) >= {"dq_accum", "lse_log2", "delta", "dq_sem", "dsink_part"}
+        assert set(call.workspace) >= {"dq_accum", "lse_log2", "delta", "dq_sem", "dsink_part"}
     assert len(kernel_engine.kernels) == 1 and len(kernel_engine.kernels[0].launches) == 2
 
 

@@ -86,8 +86,8 @@ def test_a_gpu_target_lowers_packed_ops_to_the_kernels(fake):
     assert acc.nbytes == 4 * packed_acc_rows(30, 4) * 32 * 4   # Hq x rows x head-dim pad x fp32
     t = inputs(plan.graph)
     plan.execute(dict(t))
-    (args, optional) = kernel.launches[-1]
-    assert optional["cu_seqlens_q"] is t["cu_seqlens_q"] and optional["cu_seqlens_kv"] is t["cu_seqlens_kv"]
+    (call, _) = kernel.launches[-1]
+    assert call.packed.cu_seqlens_q is t["cu_seqlens_q"] and call.packed.cu_seqlens_kv is t["cu_seqlens_kv"]
 
 
 def test_a_gpu_target_lowers_packed_forwards_to_the_packed_kernel(fake):
@@ -100,10 +100,10 @@ def test_a_gpu_target_lowers_packed_forwards_to_the_packed_kernel(fake):
     t = inputs(plan.graph)
     plan.execute(dict(t))
     (kernel,) = fake.kernels
-    _, optional = kernel.launches[-1]
-    packed = optional["packed"]
+    call, _ = kernel.launches[-1]
+    packed = call.packed
     assert packed.cu_seqlens_q is t["cu_seqlens_q"] and (packed.max_seqlen_q, packed.max_seqlen_kv) == (13, 13)
-    assert optional["seq_len_q"] is t["seq_len_q"] and optional["sink"] is t["sink"]
+    assert call.seq_len_q is t["seq_len_q"] and call.sink is t["sink"]
 
 
 @pytest.mark.parametrize("kind", ("forward", "backward"))
@@ -120,17 +120,18 @@ def test_a_packed_plans_token_major_run_launches_what_execute_does(fake, kind):
     token_major = {n: (x.transpose(0, 1) if x.dim() == 3 else x) for n, x in t.items()}
     plan.run_trusted_seq_major(token_major, torch.device("cpu"))
     (kernel,) = fake.kernels
-    (args_a, opt_a), (args_b, opt_b) = kernel.launches[-2:]
+    (call_a, opt_a), (call_b, opt_b) = kernel.launches[-2:]
 
     def meta(x):
         return (x.data_ptr(), tuple(x.shape), x.stride()) if isinstance(x, torch.Tensor) else x
 
     if kind == "forward":
-        assert [meta(x) for x in args_a] == [meta(x) for x in args_b]
-    else:   # (T, H, D) tensors as given, and the launch told so
-        assert [meta(x) for x in args_b[:6]] == [meta(token_major[n]) for n in ("q", "k", "v", "o", "do", "lse")]
+        assert [meta(x) for x in call_a] == [meta(x) for x in call_b]
+    else:   # (T, H, D) tensors as given, and the launch told so; the optional inputs and segments alike
+        assert [meta(x) for x in call_b[:6]] == [meta(token_major[n]) for n in ("q", "k", "v", "o", "do", "lse")]
+        assert [meta(x) for x in call_a[10:]] == [meta(x) for x in call_b[10:]]
         assert opt_b.pop("seq_major") is True and opt_a.pop("seq_major") is False
-    assert {n: meta(x) for n, x in opt_a.items()} == {n: meta(x) for n, x in opt_b.items()}
+    assert opt_a == opt_b
 
 
 def test_an_engine_without_ragged_declines_with_the_ragged_reason():

@@ -9,8 +9,8 @@
         deterministic=False)
 
 Tensors are logical BHSD (often transposed views of BSHD memory) with the head dim contiguous; every other stride
-a multiple of 8 elements (Q's and dO's sequence stride below MAX_SEQ_STRIDE) and every base 16-byte aligned. K/V
-(and dK/dV) have Hkv heads, Hq a multiple of Hkv (GQA/MQA: query head h reads kv head h // (Hq / Hkv); dK/dV are
+a multiple of 8 elements (Q's and dO's sequence stride below checks.MAX_SEQ_STRIDE) and every base 16-byte aligned.
+K/V (and dK/dV) have Hkv heads, Hq a multiple of Hkv (GQA/MQA: query head h reads kv head h // (Hq / Hkv); dK/dV are
 summed over the group in fp32 in head order, in registers -- no partials). Optional runtime features (none
 changes the compiled code, except that ordered dQ runs on a kernel set of its own, see ``deterministic``):
 
@@ -24,7 +24,7 @@ changes the compiled code, except that ordered dQ runs on a kernel set of its ow
 - ``deterministic=True``: dQ contributions are added in KV-tile order (bitwise-reproducible dQ; dK, dV and
   dsink are deterministic in every mode).
 
-Which kernel set runs a problem (atomic, ordered, narrow-band, dq_gemm, the MHA twin) is selection.select's
+Which kernel set runs a problem (atomic, ordered, narrow-band, dq_gemm, the MHA twin) is select.select's
 decision, made once: choose_config makes it for what it is told (``sizes``, ``gqa_group``); a CompiledBackward
 called or bound with a problem of another kind selects that problem's set and compiles it on first use, except when
 its config was selected for the plan it serves (``with_config``, the engine's path), where bind trusts the key. A
@@ -32,9 +32,10 @@ config whose key is a dq_gemm set has the dS workspace in its dq_accum region (w
 may take that set; other configs' problems never do.
 
 A call allocates nothing and never synchronizes (one call into the compiled host entry enqueues the three kernels
-on the stream, plus a dsink zero-fill when Sq = 0), so it can be captured in a CUDA graph. A call checks its
-tensors, then runs a launch.Launch; callers that check the tensors themselves (the engine, whose executor checks
-them against the plan) bind a Launch once with ``bwd.bind(...)`` and call it directly, which costs a few
+on the stream, plus a dsink zero-fill when Sq = 0), so it can be captured in a CUDA graph. A call gathers its
+tensors into one launch.BackwardTensors, checks them (checks.py), then runs a launch.Launch bound to its
+launch.Problem; callers that check the tensors themselves (the engine, whose executor checks them against the plan)
+bind a Launch once with ``bwd.bind(problem)`` and call it with each call's BackwardTensors, which costs a few
 microseconds of host time."""
 
 from __future__ import annotations
@@ -42,17 +43,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from frost import limits
-from frost.errors import TensorError
 from frost.kernels.backward import rowwise
+from frost.kernels.backward.checks import check_io, check_problem, check_side_inputs, check_workspace
 from frost.kernels.backward.compile import get_kernels
 from frost.kernels.backward.ds_workspace import dq_gemm_fits, ds_workspace_bytes
-from frost.kernels.backward.launch import Launch, Problem, problem_mask
+from frost.kernels.backward.launch import BackwardTensors, Launch, Problem, problem_mask
 from frost.kernels.backward.preprocess import SEM_ROWS
-from frost.kernels.backward.selection import KernelKey, Sizes, select
+from frost.kernels.backward.select import KernelKey, Sizes, select
 from frost.kernels.backward.tiles import TileConfig
-from frost.kernels.host_checks import check_io_tensor, check_length_values, check_side_tensor
 from frost.kernels.mask import MaskSpec
-from frost.kernels.packed import Packed, check_packed_side, check_packed_values
+from frost.kernels.packed import Packed
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class KernelConfig:
     causal: bool
     alignment: str             # "top_left" | "bottom_right" (anchors causal and band bounds)
     arch: str                  # "sm_120a" | "sm_121a" | "sm_90a"
-    key: KernelKey             # the kernel set (selection.select)
+    key: KernelKey             # the kernel set (select.select)
 
     @property
     def head_dim_pad(self) -> int:
@@ -83,7 +83,7 @@ class KernelConfig:
 def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, alignment: str, arch: str, *,
                   band_left: int | None = None, band_right: int | None = None, deterministic: bool = False,
                   gqa_group: int | None = None, sizes: Sizes | None = None, varlen: bool = False) -> KernelConfig:
-    """The config of a problem, its kernel set chosen by selection.select from the band, the mode and ``sizes``
+    """The config of a problem, its kernel set chosen by select.select from the band, the mode and ``sizes``
     (None: not known yet; then ``gqa_group``, Hq / Hkv or None, says whether it has GQA); ``varlen``: packed
     sequences."""
     mask = MaskSpec(bool(causal), alignment, band_left, band_right)
@@ -126,7 +126,6 @@ def round_up16(n: int) -> int:
     return -(-n // 16) * 16
 
 
-MAX_SEQ_STRIDE = limits.SEQ_STRIDE_LIMIT  # elements: a query tile's rows (up to 128) are addressed in 32 bits
 MAX_BOUND_LAUNCHES = 32  # problems (sizes, scale, band, features) a CompiledBackward keeps a bound Launch for
 
 
@@ -159,13 +158,12 @@ class CompiledBackward:
                  dlse=None, packed: Packed | None = None) -> None:
         """``packed``: the segments of a varlen config's call (tensors logical (H, T, D), lse and dlse (Hq, Tq);
         seq_len_q / seq_len_kv are then seqused). Rows outside every segment are not written."""
-        batch, heads, heads_kv, seq_q, seq_kv, tokens_q, tokens_kv = self._check(q, k, v, o, do, lse, dq, dk, dv,
-                                                                                 workspace, packed)
-        _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink, dlse, packed is not None)
-        if check_lengths and packed is not None:
-            check_packed_values(packed, tokens_q, tokens_kv, seq_len_q, seq_len_kv)
-        elif check_lengths:
-            check_length_values(seq_len_q, seq_len_kv, seq_q, seq_kv)
+        t = BackwardTensors(q, k, v, o, do, lse, dq, dk, dv, workspace, seq_len_q, seq_len_kv, sink, dsink, dlse,
+                            packed)
+        sizes = batch, heads, heads_kv, seq_q, seq_kv, tokens_q, tokens_kv = check_io(self.cfg, t)
+        check_workspace(workspace, workspace_regions(self.cfg, batch, heads, seq_q, seq_kv, tokens_q=tokens_q),
+                        q.device)
+        check_side_inputs(t, sizes, check_lengths)
         problem = Problem(batch, heads, heads_kv, seq_q, seq_kv, scale, band_left, band_right, deterministic,
                           seq_len_q is not None, seq_len_kv is not None, sink is not None, dlse is not None,
                           tokens_q, tokens_kv)
@@ -174,31 +172,17 @@ class CompiledBackward:
             if len(self._launches) >= MAX_BOUND_LAUNCHES:
                 self._launches.pop(next(iter(self._launches)))   # the oldest
             launch = self._launches[problem] = self.bind(problem)
-        cu = (None, None) if packed is None else (packed.cu_seqlens_q, packed.cu_seqlens_kv)
-        launch(q, k, v, o, do, lse, dq, dk, dv, workspace, stream, seq_len_q, seq_len_kv, sink, dsink, dlse,
-               cu_seqlens_q=cu[0], cu_seqlens_kv=cu[1])
+        launch(t, stream)
 
     def bind(self, problem: Problem) -> Launch:
         """The fast entry: a Launch for one problem, for callers that check the tensors themselves. The checks
-        that depend only on the problem (GQA group, sequence limit, mask bounds) happen here, once."""
-        p = problem
-        if p.heads_kv == 0 and p.heads or p.heads_kv and p.heads % p.heads_kv:
-            raise TensorError("k.shape[1]", p.heads_kv, f"a divisor of the query heads {p.heads} (GQA/MQA)")
-        limit_q = limits.max_seq_q(self.cfg.head_dim_qk)
-        if self.cfg.key.varlen and limits.packed_acc_rows(p.tokens_q, p.batch) > limit_q:
-            raise TensorError("q.shape[0] (tokens_q)", p.tokens_q, f"fewer packed rows at head dim "
-                              f"{self.cfg.head_dim_qk} (32-bit offsets into one head's fp32 dQ accumulator of "
-                              f"{limit_q} rows)")
-        if p.seq_q > limit_q:
-            raise TensorError("q.shape[2] (seq_q)", p.seq_q, f"at most {limit_q} at head dim {self.cfg.head_dim_qk} "
-                              "(32-bit offsets into one head's fp32 dQ accumulator)")
-        if p.seq_kv > limits.MAX_SEQ:
-            raise TensorError("k.shape[2] (seq_kv)", p.seq_kv, f"at most {limits.MAX_SEQ}")
-        chosen = self if self.selected else self._set_for(p)
-        return Launch(chosen.kernels, chosen.cfg, p)
+        that depend only on the problem (GQA group, sequence limit) happen here, once (checks.check_problem)."""
+        check_problem(self.cfg, problem)
+        chosen = self if self.selected else self._set_for(problem)
+        return Launch(chosen.kernels, chosen.cfg, problem)
 
     def _set_for(self, p: Problem) -> "CompiledBackward":
-        """This set or the twin that selection.select picks for the problem (a dq_gemm set only where this config's
+        """This set or the twin that select.select picks for the problem (a dq_gemm set only where this config's
         workspace holds the dS region)."""
         c = self.cfg
         key = select(c.dtype, c.arch, c.head_dim_qk, c.head_dim_v, problem_mask(c, p), p.deterministic,
@@ -210,71 +194,3 @@ class CompiledBackward:
         if twin is None:
             twin = self._twins[key] = CompiledBackward(replace(c, key=key))
         return twin
-
-    def _check(self, q, k, v, o, do, lse, dq, dk, dv, workspace, packed: Packed | None = None):
-        """(batch, heads, heads_kv, seq_q, seq_kv, tokens_q, tokens_kv) of a valid call. Dense tensors are logical
-        (B, H, S, D); a packed (varlen) config's are (H, T, D), lse (Hq, Tq), seq_* its max_seqlens."""
-        import torch
-
-        cfg = self.cfg
-        if cfg.key.varlen != (packed is not None):
-            raise TensorError("packed", packed, "the segments exactly when the config is a varlen one "
-                              f"(varlen={cfg.key.varlen})")
-        rank = 3 if packed is not None else 4
-        if q.dim() != rank or k.dim() != rank:
-            raise TensorError("q.shape, k.shape", (tuple(q.shape), tuple(k.shape)), f"{rank} dims each")
-        lead, (heads, seq_q, dqk) = tuple(q.shape[:-3]), q.shape[-3:]
-        heads_kv, seq_kv = k.shape[-3], k.shape[-2]
-        want = {"q": (q, lead + (heads, seq_q, dqk)), "k": (k, lead + (heads_kv, seq_kv, dqk)),
-                "v": (v, lead + (heads_kv, seq_kv, cfg.head_dim_v)), "o": (o, lead + (heads, seq_q, cfg.head_dim_v)),
-                "do": (do, lead + (heads, seq_q, cfg.head_dim_v)), "dq": (dq, tuple(q.shape)),
-                "dk": (dk, tuple(k.shape)), "dv": (dv, tuple(v.shape))}
-        tdtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[cfg.dtype]
-        if dqk != cfg.head_dim_qk:
-            raise TensorError(f"q.shape[{rank - 1}]", dqk, f"{cfg.head_dim_qk} (this kernel set's head_dim_qk)")
-        for name, (t, shape) in want.items():
-            _check_io(name, t, shape, tdtype, q.device)
-        if tuple(lse.shape) != lead + (heads, seq_q) or lse.dtype != torch.float32 or lse.device != q.device:
-            raise TensorError("lse", f"{lse.dtype} {tuple(lse.shape)} on {lse.device}",
-                              f"torch.float32 {lead + (heads, seq_q)} on {q.device}")
-        if q.device.type != "cuda":
-            raise TensorError("q.device", str(q.device), "a CUDA device (the kernels run there)")
-        tokens_q = tokens_kv = 0
-        batch = lead[0] if lead else packed.batch
-        if packed is not None:
-            tokens_q, tokens_kv = seq_q, seq_kv
-            seq_q, seq_kv = packed.max_seqlen_q, packed.max_seqlen_kv
-            check_packed_side(packed, q.device, tokens_q, tokens_kv, None, None)
-        for name, nbytes in workspace_regions(cfg, batch, heads, seq_q, seq_kv, heads_kv, tokens_q=tokens_q):
-            t = workspace.get(name)
-            need = max(nbytes, 16)
-            if t is None or t.numel() * t.element_size() < need or t.data_ptr() % 16 or t.device != q.device:
-                got = None if t is None else f"{t.numel() * t.element_size()} bytes on {t.device}"
-                raise TensorError(f"workspace[{name!r}]", got, f">= {need} bytes, 16-byte aligned, on {q.device}")
-        return batch, heads, heads_kv, seq_q, seq_kv, tokens_q, tokens_kv
-
-
-def _check_io(name: str, t, shape: tuple, dtype, device) -> None:
-    """host_checks.check_io_tensor, and (q, do) a token stride the kernels address in 32 bits."""
-    check_io_tensor(name, t, shape, dtype, device)
-    if name in ("q", "do") and t.stride(-2) >= MAX_SEQ_STRIDE:
-        raise TensorError(f"{name}.stride", t.stride(), f"a sequence stride (dim {t.dim() - 2}) below "
-                          f"{MAX_SEQ_STRIDE} elements (the kernels address a query tile's rows in 32 bits)")
-
-
-def _check_side_inputs(q, batch, heads, seq_len_q, seq_len_kv, sink, dsink, dlse=None, packed: bool = False) -> None:
-    """Validate the optional runtime tensors (before any launch); ``packed``: q is (H, T, D), dlse (Hq, Tq)."""
-    import torch
-
-    for name, t in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
-        if t is not None:
-            check_side_tensor(name, t, (batch,), torch.int32, q.device)
-    if (sink is None) != (dsink is None):
-        raise TensorError("dsink", None if dsink is None else "a tensor",
-                          "a fp32 (Hq,) output exactly when sink is given")
-    if sink is not None:
-        check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
-        check_side_tensor("dsink", dsink, (heads,), torch.float32, q.device)
-    if dlse is not None:
-        shape = (heads, q.shape[1]) if packed else (batch, heads, q.shape[2])
-        check_side_tensor("dlse", dlse, shape, torch.float32, q.device, contiguous=False)

@@ -48,7 +48,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 from cutlass.cute.nvgpu import warp
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SEQ_KV, batch_length
 from frost.kernels.backward.ordering import block_order, dq_order_peek, dq_order_wait, kv_tile_of_block
@@ -62,7 +62,7 @@ from frost.kernels.backward.bwd_main_setup import MainSetup
 
 class BwdMainKernel(MainSetup, MainDq):
     def __init__(self, dtype, tile: TileConfig, arch: ArchConfig, ordered: bool = False, varlen: bool = False):
-        """``ordered`` (selection.KernelKey.ordered): compiled for ordered dQ only, reading each query tile's
+        """``ordered`` (select.KernelKey.ordered): compiled for ordered dQ only, reading each query tile's
         semaphore early (dq_order_peek). Else FLAG_ORDERED_DQ decides at run time: the Launch never sends this
         kernel an ordered problem, but it keeps that path (without it ptxas spills d64; see dq_order_wait).
         ``varlen``: packed sequences (kernels/segments.py; _segment_args)."""
@@ -75,10 +75,10 @@ class BwdMainKernel(MainSetup, MainDq):
         self.release_at_top = ordered and tile.release_at_top  # (TileConfig.release_at_top: the ordered set only)
         self.N, self.M, self.D = tile.n_block, tile.m_block, tile.head_dim_pad
         self.DV = tile.dv_pad  # V, dO and dV tiles (narrower than D only in the grid kernel)
-        # threads that load a Q / dO tile (fewer than all where a 64-row tile cannot take them: cu.copy_threads)
-        self.q_threads = cu.copy_threads(tile.num_threads, self.M, self.D)
-        self.do_threads = cu.copy_threads(tile.num_threads, self.M, self.DV)
-        assert all(cu.copy_threads(tile.num_threads, self.N, c) == tile.num_threads for c in (self.D, self.DV)), tile
+        # threads that load a Q / dO tile (fewer than all where a 64-row tile cannot take them: cutil.copy_threads)
+        self.q_threads = cutil.copy_threads(tile.num_threads, self.M, self.D)
+        self.do_threads = cutil.copy_threads(tile.num_threads, self.M, self.DV)
+        assert all(cutil.copy_threads(tile.num_threads, self.N, c) == tile.num_threads for c in (self.D, self.DV)), tile
         self.num_threads = tile.num_threads
         # (does dV, does dK + dQ) per walk over the query tiles
         self.passes = ((True, False), (False, True)) if tile.two_pass else ((True, True),)
@@ -100,7 +100,7 @@ class BwdMainKernel(MainSetup, MainDq):
                  dv_sb: Int64, dv_sh: Int64, dv_ss: Int64, scale: Float32, scale_log2: Float32, band_left: Int32,
                  band_right: Int32, flags: Int32, stream: cuda.CUstream):
         def bhsd(p, h, s, d, sb, sh, ss):
-            return cu.bhsd_tensor(p, batch, h, s, d, sb, sh, ss)
+            return cutil.bhsd_tensor(p, batch, h, s, d, sb, sh, ss)
 
         sqp = cute.assume(seqlen_q_pad, divby=128)
         row_stride = cute.assume(Int64(sqp), divby=128)
@@ -140,9 +140,9 @@ class BwdMainKernel(MainSetup, MainDq):
     def _smem_layouts(self):
         t, N, M, D = self.tile, self.N, self.M, self.D
         return SimpleNamespace(
-            K=cu.smem_tile_layout(N, D), V=cu.smem_tile_layout(N, self.DV),
-            Q=cu.smem_tile_layout(M, D, t.q_stages), dO=cu.smem_tile_layout(M, self.DV, t.do_stages),
-            dSt=cu.smem_tile_layout(N, M))
+            K=cutil.smem_tile_layout(N, D), V=cutil.smem_tile_layout(N, self.DV),
+            Q=cutil.smem_tile_layout(M, D, t.q_stages), dO=cutil.smem_tile_layout(M, self.DV, t.do_stages),
+            dSt=cutil.smem_tile_layout(N, M))
 
     def _storage_cls(self, smem):
         return smem_storage(self.dtype, {"sK": cute.cosize(smem.K), "sV": cute.cosize(smem.V),
@@ -234,9 +234,9 @@ class BwdMainKernel(MainSetup, MainDq):
         """A pass's first loads: K (first pass only: it stays), V (passes with dK), the first Q and dO."""
         kv_apart, do_apart = self._commit_groups(do_dk)
         if cutlass.const_expr(first):
-            cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim, self.tile.async_zfill)
+            cutil.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim, self.tile.async_zfill)
         if cutlass.const_expr(do_dk):
-            cu.load_tile_zfill(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v,
+            cutil.load_tile_zfill(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v,
                                self.tile.async_zfill)
         if cutlass.const_expr(kv_apart):
             cute.arch.cp_async_commit_group()
@@ -354,8 +354,8 @@ class BwdMainKernel(MainSetup, MainDq):
         lse2 = self._row_vec_part(mm, mm.sLSE2, q_stage) if vecs is None else vecs[0]
         self._probabilities(mm, mask, accP, m_block, walk.n_block, lse2, scale_log2, atoms)
         if cutlass.const_expr(do_dv):
-            rP = cu.convert(accP, self.dtype)
-            cu.gemm_rs(mm.kv, acc.dV, cu.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, do_stage],
+            rP = cutil.convert(accP, self.dtype)
+            cutil.gemm_rs(mm.kv, acc.dV, cutil.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, do_stage],
                        mm.rdOt, mm.rdOt_v, atoms)
         if cutlass.const_expr(do_dk):
             delta = self._row_vec_part(mm, mm.sDelta, q_stage) if vecs is None else vecs[1]
@@ -396,7 +396,7 @@ class BwdMainKernel(MainSetup, MainDq):
     @cute.jit
     def _dk_gemm(self, mm, acc, rdS, q_stage, atoms: cutlass.Constexpr = None):
         """dK += dS^T . Q with dS^T from this warp's registers (``atoms``: see _step_gemms)."""
-        cu.gemm_rs(mm.kv, acc.dK, cu.acc_as_a_operand(rdS), mm.cBt, mm.sQt[None, None, None, q_stage], mm.rQt,
+        cutil.gemm_rs(mm.kv, acc.dK, cutil.acc_as_a_operand(rdS), mm.cBt, mm.sQt[None, None, None, q_stage], mm.rQt,
                    mm.rQt_v, atoms)
 
     def _score_gemms(self, mm, q_stage, do_stage, with_dp: cutlass.Constexpr, atoms=None):
@@ -413,45 +413,45 @@ class BwdMainKernel(MainSetup, MainDq):
             copy_v = None if self.v_in_regs else mm.cA  # (None: V's fragments were loaded for the walk)
             gemms += ((accdP, copy_v, mm.sV, mm.rV, mm.rV_v, mm.cB, mm.sdO[None, None, None, do_stage], mm.rdO,
                        mm.rdO_v),)
-        cu.gemm_ss_interleaved(mm.kv, gemms, atoms)
+        cutil.gemm_ss_interleaved(mm.kv, gemms, atoms)
         return accS, accdP
 
     @cute.jit
     def _probabilities(self, mm, mask, accS, m_block, n_block, lse2, scale_log2, atoms: cutlass.Constexpr = None):
         """S^T -> P^T in place in fp32 registers; hidden entries exactly 0. ``lse2``: the LSE's _row_vec_part;
         ``atoms``: only these MMA_M atoms (see _step_gemms: the others' S^T are zeros no row sees, left as P^T)."""
-        for acc_v, lse2_v, coords_v in cu.by_atom(atoms, accS, lse2, mm.cS):
-            p_mn = cu.acc_mn_view(acc_v)
-            scores_to_probs(cu.mn_transpose(p_mn), cu.mn_transpose(cu.acc_mn_view(lse2_v)), scale_log2)
+        for acc_v, lse2_v, coords_v in cutil.by_atom(atoms, accS, lse2, mm.cS):
+            p_mn = cutil.acc_mn_view(acc_v)
+            scores_to_probs(cutil.mn_transpose(p_mn), cutil.mn_transpose(cutil.acc_mn_view(lse2_v)), scale_log2)
             if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
-                mask.zero_hidden(p_mn, cu.acc_mn_view(coords_v), m_block, n_block, self.M, self.N,
+                mask.zero_hidden(p_mn, cutil.acc_mn_view(coords_v), m_block, n_block, self.M, self.N,
                                  keys_on_rows=True, by_difference=self.tile.diff_mask)
 
     @cute.jit
     def _softmax_grad(self, accP, accdP, delta, atoms: cutlass.Constexpr = None):
         """dS^T = P^T o (dP^T - delta), returned in the io dtype (MMA accumulator layout). ``delta``: delta's
         _row_vec_part; ``atoms``: only these MMA_M atoms (the others' dP^T are zeros, their dS^T then too)."""
-        for p_v, dp_v, delta_v in cu.by_atom(atoms, accP, accdP, delta):
-            softmax_grad(cu.mn_transpose(cu.acc_mn_view(p_v)), cu.mn_transpose(cu.acc_mn_view(dp_v)),
-                         cu.mn_transpose(cu.acc_mn_view(delta_v)))
-        return cu.convert(accdP, self.dtype)
+        for p_v, dp_v, delta_v in cutil.by_atom(atoms, accP, accdP, delta):
+            softmax_grad(cutil.mn_transpose(cutil.acc_mn_view(p_v)), cutil.mn_transpose(cutil.acc_mn_view(dp_v)),
+                         cutil.mn_transpose(cutil.acc_mn_view(delta_v)))
+        return cutil.convert(accdP, self.dtype)
 
     # ------------------------------------------------------------------------------------------------ epilogue
     @cute.jit
     def _store_dkv(self, mm, acc, g, seqlen_kv, keys, hd, hdv, scale, do_dv: cutlass.Constexpr,
                    do_dk: cutlass.Constexpr):
         """dK/dV of the whole tile up to the tensor's extent; keys past the batch's length ``keys`` (padding, never
-        visible) are stored as zeros, selected at the store (cu.store_acc): their accumulators hold zeros for finite
+        visible) are stored as zeros, selected at the store (cutil.store_acc): their accumulators hold zeros for finite
         inputs, but a hidden P = 0 or dS = 0 times a NaN (a NaN dO row or delta of the tile's query rows) is NaN."""
         coords = mm.thr_acc.partition_C(g.cdKV)
         if cutlass.const_expr(do_dv):
             coords_v = coords if self.DV == self.D else mm.thr_acc.partition_C(g.cdV)
-            cu.store_acc(cu.convert(acc.dV, self.dtype), mm.thr_acc.partition_C(g.gdV), coords_v, seqlen_kv, hdv,
+            cutil.store_acc(cutil.convert(acc.dV, self.dtype), mm.thr_acc.partition_C(g.gdV), coords_v, seqlen_kv, hdv,
                          zero_from_row=keys)
         if cutlass.const_expr(do_dk):
             for i in cutlass.range_constexpr(cute.size(acc.dK)):
                 acc.dK[i] = acc.dK[i] * scale
-            cu.store_acc(cu.convert(acc.dK, self.dtype), mm.thr_acc.partition_C(g.gdK), coords, seqlen_kv, hd,
+            cutil.store_acc(cutil.convert(acc.dK, self.dtype), mm.thr_acc.partition_C(g.gdK), coords, seqlen_kv, hd,
                          zero_from_row=keys)
 
 
@@ -471,7 +471,7 @@ def smem_storage(dtype, tiles: dict, vec_len: int = 0, mbarriers: int = 0):
 
 
 # Elementwise steps on an accumulator in (query row, key) MN view (bwd_main passes its P^T transposed with
-# cu.mn_transpose). ``*_mn`` row vectors are broadcast over the keys (stride 0): read once per query row.
+# cutil.mn_transpose). ``*_mn`` row vectors are broadcast over the keys (stride 0): read once per query row.
 @cute.jit
 def scores_to_probs(p_mn: cute.Tensor, lse2_mn: cute.Tensor, scale_log2: Float32):
     """S -> P = exp2(S * scale * log2(e) - LSE * log2(e)), in place."""

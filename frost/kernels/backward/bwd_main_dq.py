@@ -7,7 +7,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.backward.ordering import dq_order_peek, dq_order_release, dq_order_wait
 from frost.kernels.backward.preprocess import SEM_ROWS
 from frost.kernels.backward.tiles import TileConfig
@@ -48,10 +48,10 @@ class MainDq:
                 if walk.ordered:  # (the atomic path stays one branch away)
                     if m_block < next_begin:  # the last visitor: dQ = scale * (sum so far + this)
                         if rank > 0:
-                            cu.add_from_global(accdQ, gdq)
-                        cu.store_acc(accdQ, gdq_io, cdq, dq_bh.shape[0], ld.head_dim, ld.dq_scale)
+                            cutil.add_from_global(accdQ, gdq)
+                        cutil.store_acc(accdQ, gdq_io, cdq, dq_bh.shape[0], ld.head_dim, ld.dq_scale)
                     elif rank == 0:
-                        cu.store_acc_global(gdq, accdQ)
+                        cutil.store_acc_global(gdq, accdQ)
                     else:
                         self._red_add(gdq, accdQ)
                 else:
@@ -62,9 +62,9 @@ class MainDq:
     def _red_add(self, gdq, accdQ):
         """Atomic adds of a dQ chunk into the fp32 accumulator."""
         if self.tile.dq_red_v4:
-            cu.red_add_acc_v4(gdq, accdQ)
+            cutil.red_add_acc_v4(gdq, accdQ)
         else:
-            cu.red_add_acc(gdq, accdQ)
+            cutil.red_add_acc(gdq, accdQ)
 
     def _after_ds_reads(self, walk, it):
         """Hook: step ``it``'s last read of dS is issued (bwd_main_pipe arrives on the buffer's mbarrier)."""
@@ -85,12 +85,12 @@ class MainDq:
         kt = mm.cBq.partition_S(cute.local_tile(mm.sKt, (chunk, self.N), (c, 0)))
         operands = (mm.dq, accdQ, mm.cAq, sdS, mm.rdS, mm.rdS_v, mm.cBq, kt, mm.rKt, mm.rKt_v)
         if cutlass.const_expr(k_path is None):
-            cu.gemm_ss(*operands)
+            cutil.gemm_ss(*operands)
         else:
             paths = self._dq_k_paths()
             for path in cutlass.range_constexpr(len(paths)):
                 if k_path == path:
-                    cu.gemm_ss(*operands, k_blocks=paths[path])
+                    cutil.gemm_ss(*operands, k_blocks=paths[path])
         return accdQ
 
     def _dq_k_paths(self) -> list[range]:

@@ -13,7 +13,7 @@ loads, masks and dK/dV are the base kernel's, so dK and dV are bitwise equal to 
 import cutlass
 import cutlass.cute as cute
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.backward.bwd_main import BwdMainKernel
 from frost.kernels.backward.bwd_main_grid import BwdMainGridKernel
 from frost.kernels.backward.bwd_main_pipe import BwdMainPipeKernel
@@ -29,7 +29,7 @@ def _workspace(kernel, a, keys_major: bool):
 
 def _with_store(mm, kernel, tile: cute.Tensor, cols: int, tidx):
     """mm plus the copy that stores a shared-memory dS ``tile`` (cols contiguous) into the workspace."""
-    mm.ds_copy = cu.make_gmem_copy(kernel.dtype, kernel.num_threads, cols, async_copy=False)
+    mm.ds_copy = cutil.make_gmem_copy(kernel.dtype, kernel.num_threads, cols, async_copy=False)
     mm.ds_thr = mm.ds_copy.get_slice(tidx)
     mm.ds_src = mm.ds_thr.partition_S(tile)
     return mm
@@ -121,10 +121,10 @@ class BwdMainRowsDsKernel(_StoresDs, BwdMainKernel):
     @cute.jit
     def _epilogue_views(self, a, g):
         """dK/dV's gmem views made again after the walk, from a CTA position the compilers cannot merge with the
-        one before it (it is decoded from flags passed through cu.opaque_i32): held across the walk instead, d160's
+        one before it (it is decoded from flags passed through cutil.opaque_i32): held across the walk instead, d160's
         kv head spilled on sm_90a fp16 (8 bytes), as did d224's 64-bit dK/dV offset on sm_90a bf16 while 224 was a
         pad."""
-        n_block, head_kv, batch = kv_tile_of_block(cu.opaque_i32(a.flags))
+        n_block, head_kv, batch = kv_tile_of_block(cutil.opaque_i32(a.flags))
         return self._gmem_views(a.Q, a.K, a.V, a.dK, a.dV, batch, head_kv, n_block)
 
 

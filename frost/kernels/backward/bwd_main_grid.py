@@ -29,7 +29,7 @@ import cutlass.cute as cute
 from cutlass import Float32
 from cutlass.cute.nvgpu import warp
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.backward.bwd_main import BwdMainKernel, scores_to_probs, smem_storage, softmax_grad
 
 
@@ -42,9 +42,9 @@ class BwdMainGridKernel(BwdMainKernel):
     def _smem_layouts(self):
         t, N, M, D = self.tile, self.N, self.M, self.D
         return SimpleNamespace(
-            K=cu.smem_tile_layout(N, D), V=cu.smem_tile_layout(N, self.DV),
-            Q=cu.smem_tile_layout(M, D, t.q_stages), dO=cu.smem_tile_layout(M, self.DV, t.do_stages),
-            PdS=cu.smem_tile_layout(M, N, 2))
+            K=cutil.smem_tile_layout(N, D), V=cutil.smem_tile_layout(N, self.DV),
+            Q=cutil.smem_tile_layout(M, D, t.q_stages), dO=cutil.smem_tile_layout(M, self.DV, t.do_stages),
+            PdS=cutil.smem_tile_layout(M, N, 2))
 
     def _storage_cls(self, smem):
         # V until it is in registers, then P and dS ("sVP")
@@ -58,7 +58,7 @@ class BwdMainGridKernel(BwdMainKernel):
         M, N = self.M, self.N
         st = cutlass.memory.SmemAllocator().allocate(storage_cls)
         sPdS = st.sVP.get_tensor(smem.PdS)
-        sPdSt = cu.transpose_view(sPdS, M, N, 2)
+        sPdSt = cutil.transpose_view(sPdS, M, N, 2)
         # LSE/delta broadcast along the keys of S: (M, N, stages) with stride 0 on the keys
         s = self._q_side_smem(st, smem, cute.make_layout((M, N, self.tile.q_stages), stride=(1, 0, M)))
         s.V, s.P, s.dS = st.sVP.get_tensor(smem.V), sPdS[None, None, 0], sPdS[None, None, 1]
@@ -101,12 +101,12 @@ class BwdMainGridKernel(BwdMainKernel):
         return SimpleNamespace(
             sdp=sdp, dkv=dkv, dq=dq, thr_s=thr_s, thr_acc=thr_kv, thr_dq=thr_dq, cA=cA, cB=cB, cAt=cAt, cBt=cBt,
             cAq=cAq, cBq=cBq,
-            **cu.ldsm_operands({"Q": (cA, rQ, s.Q), "dO": (cA, rdO, s.dO), "K": (cB, rK, s.K), "V": (cB, rV, s.V),
+            **cutil.ldsm_operands({"Q": (cA, rQ, s.Q), "dO": (cA, rdO, s.dO), "K": (cB, rK, s.K), "V": (cB, rV, s.V),
                                 "Pt": (cAt, rPt, s.Pt), "dSt": (cAt, rdSt, s.dSt), "dOt": (cBt, rdOt, s.dOt),
                                 "Qt": (cBt, rQt, s.Qt), "dS": (cAq, rdS, s.dS)}),
             rKt=rKt, rKt_v=cBq.retile(rKt), sKt=s.Kt,
             ps_store=ps_store, sP_dst=ps_store.partition_D(s.P), sdS_dst=ps_store.partition_D(s.dS),
-            cS_mn=cu.acc_mn_view(thr_s.partition_C(cute.make_identity_tensor((self.M, self.N)))),
+            cS_mn=cutil.acc_mn_view(thr_s.partition_C(cute.make_identity_tensor((self.M, self.N)))),
             sLSE2=s.LSE2_b, sDelta=s.Delta_b)
 
     # ------------------------------------------------------------------------------------------------ the walk
@@ -155,7 +155,7 @@ class BwdMainGridKernel(BwdMainKernel):
         accP = self._probs(mm, mask, m_block, walk.n_block, stage, scale_log2)
         rdS = self._grad_scores(mm, accP, stage) if do_dk else None
         if cutlass.const_expr(do_dv):
-            cute.copy(mm.ps_store, mm.ps_store.retile(cu.convert(accP, self.dtype)), mm.sP_dst)
+            cute.copy(mm.ps_store, mm.ps_store.retile(cutil.convert(accP, self.dtype)), mm.sP_dst)
         if cutlass.const_expr(do_dk):
             cute.copy(mm.ps_store, mm.ps_store.retile(rdS), mm.sdS_dst)
         if cutlass.const_expr(do_lags):
@@ -166,10 +166,10 @@ class BwdMainGridKernel(BwdMainKernel):
         if cutlass.const_expr(q_early or do_early):
             self._load_next(ld, walk, it, next_pos, 0, 0, q_early, do_early, do_dk)
         if cutlass.const_expr(do_dv):
-            cu.gemm_ss(mm.dkv, acc.dV, mm.cAt, mm.sPt, mm.rPt, mm.rPt_v, mm.cBt, mm.sdOt[None, None, None, stage],
+            cutil.gemm_ss(mm.dkv, acc.dV, mm.cAt, mm.sPt, mm.rPt, mm.rPt_v, mm.cBt, mm.sdOt[None, None, None, stage],
                        mm.rdOt, mm.rdOt_v)
         if cutlass.const_expr(do_dk):
-            cu.gemm_ss(mm.dkv, acc.dK, mm.cAt, mm.sdSt, mm.rdSt, mm.rdSt_v, mm.cBt,
+            cutil.gemm_ss(mm.dkv, acc.dK, mm.cAt, mm.sdSt, mm.rdSt, mm.rdSt_v, mm.cBt,
                        mm.sQt[None, None, None, stage], mm.rQt, mm.rQt_v)
         if cutlass.const_expr(not double):
             cute.arch.sync_threads()  # every warp is done with this tile's Q and dO
@@ -187,10 +187,10 @@ class BwdMainGridKernel(BwdMainKernel):
         """P of this tile (query rows x keys) in fp32 registers; hidden entries exactly 0."""
         accS = cute.make_rmem_tensor(mm.thr_s.partition_shape_C((self.M, self.N)), Float32)
         accS.fill(0.0)
-        cu.gemm_ss(mm.sdp, accS, mm.cA, mm.sQ[None, None, None, stage], mm.rQ, mm.rQ_v, mm.cB, mm.sK, mm.rK,
+        cutil.gemm_ss(mm.sdp, accS, mm.cA, mm.sQ[None, None, None, stage], mm.rQ, mm.rQ_v, mm.cB, mm.sK, mm.rK,
                    mm.rK_v)
-        p_mn = cu.acc_mn_view(accS)
-        scores_to_probs(p_mn, cu.acc_mn_view(mm.thr_s.partition_C(mm.sLSE2[None, None, stage])), scale_log2)
+        p_mn = cutil.acc_mn_view(accS)
+        scores_to_probs(p_mn, cutil.acc_mn_view(mm.thr_s.partition_C(mm.sLSE2[None, None, stage])), scale_log2)
         if mask.tile_needs_mask(m_block, n_block, self.M, self.N):
             mask.zero_hidden(p_mn, mm.cS_mn, m_block, n_block, self.M, self.N, keys_on_rows=False,
                              by_difference=self.tile.diff_mask)
@@ -201,7 +201,7 @@ class BwdMainGridKernel(BwdMainKernel):
         """dS = P o (dP - delta) in the io dtype (MMA accumulator layout); dP = dO . V^T with V in registers."""
         accdP = cute.make_rmem_tensor(mm.thr_s.partition_shape_C((self.M, self.N)), Float32)
         accdP.fill(0.0)
-        cu.gemm_sr(mm.sdp, accdP, mm.cA, mm.sdO[None, None, None, stage], mm.rdO, mm.rdO_v, mm.rV)
-        softmax_grad(cu.acc_mn_view(accP), cu.acc_mn_view(accdP),
-                     cu.acc_mn_view(mm.thr_s.partition_C(mm.sDelta[None, None, stage])))
-        return cu.convert(accdP, self.dtype)
+        cutil.gemm_sr(mm.sdp, accdP, mm.cA, mm.sdO[None, None, None, stage], mm.rdO, mm.rdO_v, mm.rV)
+        softmax_grad(cutil.acc_mn_view(accP), cutil.acc_mn_view(accdP),
+                     cutil.acc_mn_view(mm.thr_s.partition_C(mm.sDelta[None, None, stage])))
+        return cutil.convert(accdP, self.dtype)

@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import cutlass
 import cutlass.cute as cute
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.backward.bwd_main import BwdMainKernel, smem_storage
 from frost.kernels.backward.ordering import dq_order_release
 
@@ -38,9 +38,9 @@ class BwdMainLagKernel(BwdMainKernel):
     # ------------------------------------------------------------------------------------------------ layouts
     def _smem_layouts(self):
         N, M, D, S = self.N, self.M, self.D, self.tile.q_stages
-        return SimpleNamespace(K=cu.smem_tile_layout(N, D), V=cu.smem_tile_layout(N, D),
-                               Q=cu.smem_tile_layout(M, D, S), dO=cu.smem_tile_layout(M, D, S),
-                               dSt=cu.smem_tile_layout(N, M, 2))
+        return SimpleNamespace(K=cutil.smem_tile_layout(N, D), V=cutil.smem_tile_layout(N, D),
+                               Q=cutil.smem_tile_layout(M, D, S), dO=cutil.smem_tile_layout(M, D, S),
+                               dSt=cutil.smem_tile_layout(N, M, 2))
 
     def _storage_cls(self, smem):
         # V until it is in registers, then dO's stages and the dS^T buffers ("sVX")
@@ -55,7 +55,7 @@ class BwdMainLagKernel(BwdMainKernel):
         sdO = st.sVX.get_tensor(smem.dO)
         sdSt = cute.make_tensor(sdO.iterator + cute.cosize(smem.dO), smem.dSt)  # (1024-byte aligned: 16 KB in)
         s = self._q_side_smem(st, smem, cute.make_layout((N, M, self.tile.q_stages), stride=(0, 1, M)), sdO=sdO)
-        s.V, s.dSt, s.dS = st.sVX.get_tensor(smem.V), sdSt, cu.transpose_view(sdSt, N, M, 2)
+        s.V, s.dSt, s.dS = st.sVX.get_tensor(smem.V), sdSt, cutil.transpose_view(sdSt, N, M, 2)
         if cutlass.const_expr(self.mbarriers):
             s.mbar = st.mbar.data_ptr()
         return s
@@ -69,8 +69,8 @@ class BwdMainLagKernel(BwdMainKernel):
     @cute.jit
     def _load_pass(self, ld, mask, walk, first: cutlass.Constexpr, do_dk: cutlass.Constexpr):
         """K, V and the first Q; the first dO waits for V's buffer (_walk)."""
-        cu.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim, self.tile.async_zfill)
-        cu.load_tile_zfill(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v, self.tile.async_zfill)
+        cutil.load_tile_zfill(ld.copy, ld.tKgK, ld.tKsK, ld.tKcK, mask.seqlen_kv, ld.head_dim, self.tile.async_zfill)
+        cutil.load_tile_zfill(ld.copy_v, ld.tVgV, ld.tVsV, ld.tVcV, mask.seqlen_kv, ld.head_dim_v, self.tile.async_zfill)
         if walk.n_iter > 0:
             self._load_q(ld, walk.head0, walk.m_first, 0, True)
         cute.arch.cp_async_commit_group()
@@ -148,8 +148,8 @@ class BwdMainLagKernel(BwdMainKernel):
         accP, accdP = self._score_gemms(mm, stage, stage, True, atoms)
         self._probabilities(mm, mask, accP, m_block, walk.n_block, self._row_vec_part(mm, mm.sLSE2, stage),
                             scale_log2, atoms)
-        rP = cu.convert(accP, self.dtype)
-        cu.gemm_rs(mm.kv, acc.dV, cu.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, stage], mm.rdOt,
+        rP = cutil.convert(accP, self.dtype)
+        cutil.gemm_rs(mm.kv, acc.dV, cutil.acc_as_a_operand(rP), mm.cBt, mm.sdOt[None, None, None, stage], mm.rdOt,
                    mm.rdOt_v, atoms)
         rdS = self._softmax_grad(accP, accdP, self._row_vec_part(mm, mm.sDelta, stage), atoms)
         self._before_ds_store(walk, it)

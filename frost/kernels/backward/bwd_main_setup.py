@@ -8,7 +8,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32
 from cutlass.cute.nvgpu import cpasync, warp
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
 from frost.kernels.backward.ordering import dq_order_wait, kv_tile_of_block
 from frost.kernels.backward.tiles import TileConfig
@@ -72,7 +72,7 @@ class MainSetup:
         # LSE/delta broadcast along the key rows of S^T: (N, M, stages) with stride 0 on the keys
         s = self._q_side_smem(st, smem, cute.make_layout((self.N, self.M, self.tile.q_stages),
                                                          stride=(0, 1, self.M)))
-        s.V, s.dSt, s.dS = st.sV.get_tensor(smem.V), sdSt, cu.transpose_view(sdSt, self.N, self.M)
+        s.V, s.dSt, s.dS = st.sV.get_tensor(smem.V), sdSt, cutil.transpose_view(sdSt, self.N, self.M)
         return s
 
     def _q_side_smem(self, st, smem, vec_b, sdO=None):
@@ -87,8 +87,8 @@ class MainSetup:
             LSE2=st.sLSE2.get_tensor(cute.make_layout((M, t.q_stages))),
             Delta=st.sDelta.get_tensor(cute.make_layout((M, t.q_stages))),
             LSE2_b=st.sLSE2.get_tensor(vec_b), Delta_b=st.sDelta.get_tensor(vec_b),
-            Qt=cu.transpose_view(sQ, M, D, t.q_stages), dOt=cu.transpose_view(sdO, M, self.DV, t.do_stages),
-            Kt=cu.transpose_view(sK, N, D))
+            Qt=cutil.transpose_view(sQ, M, D, t.q_stages), dOt=cutil.transpose_view(sdO, M, self.DV, t.do_stages),
+            Kt=cutil.transpose_view(sK, N, D))
 
     @cute.jit
     def _loaders(self, g, s, q_side, tidx, head_dim, head_dim_v, seqlen_q):
@@ -125,7 +125,7 @@ class MainSetup:
         def based(t: cute.Tensor):
             if cutlass.const_expr(self.tile.lean_refill < 2):
                 return t
-            base = cute.make_ptr(t.element_type, cu.opaque_i64(t.iterator.toint()), cute.AddressSpace.gmem,
+            base = cute.make_ptr(t.element_type, cutil.opaque_i64(t.iterator.toint()), cute.AddressSpace.gmem,
                                  assumed_align=16)
             return cute.make_tensor(base, t.layout)
 
@@ -136,7 +136,7 @@ class MainSetup:
         """(tiled copy, this thread's slice) of a (rows, cols) tile loaded by the first ``threads`` threads,
         made once per (threads, cols) in ``copies``. Plain Python: it runs at trace time."""
         if (threads, cols) not in copies:
-            c = cu.make_gmem_copy(self.dtype, threads, cols)
+            c = cutil.make_gmem_copy(self.dtype, threads, cols)
             copies[threads, cols] = c, c.get_slice(tidx if threads == self.num_threads else tidx % threads)
         return copies[threads, cols]
 
@@ -160,7 +160,7 @@ class MainSetup:
         rdO = thr_kv.make_fragment_B(thr_kv.partition_B(s.dO[None, None, 0]))
         rQt = thr_kv.make_fragment_B(thr_kv.partition_B(s.Qt[None, None, 0]))
         rdOt = thr_kv.make_fragment_B(thr_kv.partition_B(s.dOt[None, None, 0]))
-        rdS = thr_dq.make_fragment_A(thr_dq.partition_A(cu.first_stage(s.dS)))
+        rdS = thr_dq.make_fragment_A(thr_dq.partition_A(cutil.first_stage(s.dS)))
         kt_chunk = cute.local_tile(s.Kt, (self.tile.dq_chunk, self.N), (0, 0))
         rKt = thr_dq.make_fragment_B(thr_dq.partition_B(kt_chunk))
         cS = cute.make_identity_tensor((self.N, self.M))
@@ -168,7 +168,7 @@ class MainSetup:
             cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), self.dtype, num_bits_per_copy=32), kv).get_slice(tidx)
         return SimpleNamespace(
             kv=kv, dq=dq, thr_kv=thr_kv, thr_acc=thr_kv, thr_dq=thr_dq, cA=cA, cB=cB, cBt=cBt, cAq=cAq, cBq=cBq,
-            **cu.ldsm_operands({"K": (cA, rK, s.K), "V": (cA, rV, s.V), "Q": (cB, rQ, s.Q), "dO": (cB, rdO, s.dO),
+            **cutil.ldsm_operands({"K": (cA, rK, s.K), "V": (cA, rV, s.V), "Q": (cB, rQ, s.Q), "dO": (cB, rdO, s.dO),
                                 "Qt": (cBt, rQt, s.Qt), "dOt": (cBt, rdOt, s.dOt), "dS": (cAq, rdS, s.dS)}),
             rKt=rKt, rKt_v=cBq.retile(rKt), sKt=s.Kt,
             dS_store=dS_store, sdSt_dst=dS_store.partition_D(s.dSt),
@@ -195,7 +195,7 @@ class MainSetup:
 
     @cute.jit
     def _load_q(self, ld, head, m_block, stage, with_delta: cutlass.Constexpr):
-        cu.load_tile_zfill_by(self.q_threads, self.num_threads, ld.tidx, ld.copy_q,
+        cutil.load_tile_zfill_by(self.q_threads, self.num_threads, ld.tidx, ld.copy_q,
                               self._q_side_src(ld, ld.thr_q, ld.qQ, ld.qQb, head, m_block, self.D),
                               ld.tQsQ[None, None, None, stage], ld.tQcQ[None, None, None, m_block], ld.seqlen_q,
                               ld.head_dim, self.tile.async_zfill)
@@ -227,7 +227,7 @@ class MainSetup:
         tensor). It goes through an asm move so that the compilers keep it CTA-uniform: otherwise they fold each
         thread's offset into its products and rebuild all of them in 64-bit vector arithmetic every step."""
         crd = (head, m_block * self.M) + (0,) * (cute.rank(whole) - 2)
-        return cute.assume(cu.opaque_i64(cute.crd2idx(crd, whole.layout)), divby=128 // whole.element_type.width)
+        return cute.assume(cutil.opaque_i64(cute.crd2idx(crd, whole.layout)), divby=128 // whole.element_type.width)
 
     def _step_tile(self, whole: cute.Tensor, offset, cols: int = 0):
         """The (M, cols) (or (M,)) tile of ``whole`` at ``offset`` (_step_offset). Its row stride is 32-bit, so
@@ -247,7 +247,7 @@ class MainSetup:
 
     @cute.jit
     def _load_do(self, ld, head, m_block, stage):
-        cu.load_tile_zfill_by(self.do_threads, self.num_threads, ld.tidx, ld.copy_do,
+        cutil.load_tile_zfill_by(self.do_threads, self.num_threads, ld.tidx, ld.copy_do,
                               self._q_side_src(ld, ld.thr_do, ld.qdO, ld.qdOb, head, m_block, self.DV),
                               ld.tdOsdO[None, None, None, stage], ld.tdOcdO[None, None, None, m_block], ld.seqlen_q,
                               ld.head_dim_v, self.tile.async_zfill)

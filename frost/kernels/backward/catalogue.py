@@ -1,5 +1,5 @@
 """The backward family's catalogue: every per-head-dim, per-set and per-target choice as data. Which set a problem
-runs is chosen once, by selection.select, from these tables; the compile reads a set's tile, ptxas options and main
+runs is chosen once, by select.select, from these tables; the compile reads a set's tile, ptxas options and main
 kernel variant from them. docs/performance.md lists the alternatives measured and not kept.
 
 A kernel set is one compiled backward (preprocess, main kernel, dQ convert, and for dq_gemm sets the dQ GEMM

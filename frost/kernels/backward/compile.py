@@ -1,7 +1,7 @@
 """KernelKey -> the compiled backward (preprocess, main, dQ convert, and for dq_gemm sets the dQ GEMM kernel, behind
 one host entry) for one target arch.
 
-Only what changes the generated code is in the key (selection.KernelKey): dtype, padded head dims, arch and the
+Only what changes the generated code is in the key (select.KernelKey): dtype, padded head dims, arch and the
 set's kind; the catalogue gives its tile, ptxas options and main-kernel variant. Batch, heads (and the GQA group),
 sequence lengths (full and per batch), logical head dims, strides, scale, the mask (band bounds, alignment) and the
 sink are runtime arguments (flags and pointers), so one compiled set serves every shape and feature combination of
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from frost.kernels.arch import arch_config
 from frost.kernels.compile_cache import CompileCache
 from frost.kernels.backward.catalogue import MAIN_VARIANTS, dq_gemm_tile, main_variant
-from frost.kernels.backward.selection import DTYPES, KernelKey, tile_key  # noqa: F401 (the compile's names)
+from frost.kernels.backward.select import DTYPES, KernelKey
 from frost.kernels.backward.tiles import TileConfig
 
 FUNCS = ("backward",)   # the compiled functions of a set (what the disk cache exports)

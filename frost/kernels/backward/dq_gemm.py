@@ -39,7 +39,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 from cutlass.cute.nvgpu import warp
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.backward.bwd_main import smem_storage
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
@@ -74,9 +74,9 @@ class DqGemmKernel:
         assert MAIN_KN % main_kn == 0 and main_kn % tile.kn == 0
         # a query tile's dS chunk in shared memory: (keys, queries) or (queries, keys), like the workspace
         self.ds_tile = (tile.kn, QM) if keys_major else (QM, tile.kn)
-        # threads that load a K / dS chunk (fewer than all where the chunk is short: cu.copy_threads)
-        self.k_threads = cu.copy_threads(tile.threads, tile.kn, head_dim_pad)
-        self.ds_threads = cu.copy_threads(tile.threads, *self.ds_tile)
+        # threads that load a K / dS chunk (fewer than all where the chunk is short: cutil.copy_threads)
+        self.k_threads = cutil.copy_threads(tile.threads, tile.kn, head_dim_pad)
+        self.ds_threads = cutil.copy_threads(tile.threads, *self.ds_tile)
 
     # ------------------------------------------------------------------------------------------------ host side
     # (pdQacc: the workspace's dq_accum region, which holds dS in these sets; the chain names arguments alike)
@@ -91,8 +91,8 @@ class DqGemmKernel:
         storage_cls = self._storage_cls()
         grid, flags = dq_gemm_block_order(cute.ceil_div(seqlen_q, QM * self.t.tiles), heads, batch, band_left,
                                           band_right, flags)
-        self.kernel(mdsT, cu.bhsd_tensor(pK, batch, heads_kv, seqlen_kv, head_dim, k_sb, k_sh, k_ss),
-                    cu.bhsd_tensor(pdQ, batch, heads, seqlen_q, head_dim, dq_sb, dq_sh, dq_ss),
+        self.kernel(mdsT, cutil.bhsd_tensor(pK, batch, heads_kv, seqlen_kv, head_dim, k_sb, k_sh, k_ss),
+                    cutil.bhsd_tensor(pdQ, batch, heads, seqlen_q, head_dim, dq_sb, dq_sh, dq_ss),
                     cute.make_tensor(pSeqQ, cute.make_layout(batch)), cute.make_tensor(pSeqKV, cute.make_layout(batch)),
                     heads // heads_kv, scale, band_left, band_right, flags, storage_cls).launch(
             grid=grid, block=[self.t.threads, 1, 1],
@@ -100,8 +100,8 @@ class DqGemmKernel:
 
     def _layouts(self):
         t = self.t
-        return SimpleNamespace(K=cu.smem_tile_layout(t.kn, self.D, t.stages),
-                               dSt=cu.smem_tile_layout(*self.ds_tile, t.tiles * t.stages))
+        return SimpleNamespace(K=cutil.smem_tile_layout(t.kn, self.D, t.stages),
+                               dSt=cutil.smem_tile_layout(*self.ds_tile, t.tiles * t.stages))
 
     def _storage_cls(self):
         lay = self._layouts()
@@ -142,10 +142,10 @@ class DqGemmKernel:
                     self._load_chunk(ld, first, n_chunks, i + t.stages - 1, (j + t.stages - 1) % t.stages, seqlen_kv)
                     kv_tile = (first + i) // (self.main_kn // t.kn)
                     if (kv_tile >= own_begin) & (kv_tile < own_end):
-                        cu.gemm_ss(mm.mma, acc, mm.cA, mm.sdS[None, None, None, j], mm.rA, mm.rA_v, mm.cB,
+                        cutil.gemm_ss(mm.mma, acc, mm.cA, mm.sdS[None, None, None, j], mm.rA, mm.rA_v, mm.cB,
                                    mm.sKt[None, None, None, j], mm.rB, mm.rB_v)
         # rows past the batch's length keep the preprocess's zeros (its _zero_unwritten_dq)
-        cu.store_acc(acc, out.g, out.coords, seqlen_q, mK.shape[3], scale)
+        cutil.store_acc(acc, out.g, out.coords, seqlen_q, mK.shape[3], scale)
 
     # ------------------------------------------------------------------------------------------------ helpers
     @cute.jit
@@ -180,9 +180,9 @@ class DqGemmKernel:
         # the group's (ds_tile, stages) block of the (ds_tile, tiles * stages) buffer (stage index j * stages + stage;
         # the block offset is a multiple of the swizzle's period, so the view swizzles alike); A = dS is (QM, kn)
         block = cute.assume(group_idx * (t.stages * t.kn * QM), divby=t.stages * t.kn * QM)
-        own = cute.make_tensor(s.dSt.iterator + block, cu.smem_tile_layout(*self.ds_tile, t.stages))
-        sdS = cu.transpose_view(own, t.kn, QM, t.stages) if self.keys_major else own
-        sKt = cu.transpose_view(s.K, t.kn, self.D, t.stages)
+        own = cute.make_tensor(s.dSt.iterator + block, cutil.smem_tile_layout(*self.ds_tile, t.stages))
+        sdS = cutil.transpose_view(own, t.kn, QM, t.stages) if self.keys_major else own
+        sKt = cutil.transpose_view(s.K, t.kn, self.D, t.stages)
         rA = thr.make_fragment_A(thr.partition_A(sdS[None, None, 0]))
         rB = thr.make_fragment_B(thr.partition_B(sKt[None, None, 0]))
         return SimpleNamespace(mma=mma, thr=thr, cA=cA, cB=cB, rA=rA, rA_v=cA.retile(rA), rB=rB, rB_v=cB.retile(rB),
@@ -192,8 +192,8 @@ class DqGemmKernel:
     def _loaders(self, s, tidx, k_bh: cute.Tensor, ds_bh: cute.Tensor, blk):
         """Per-thread partitions of K and of the CTA's dS tiles over every chunk (a chunk mode), made once."""
         t = self.t
-        copy_k = cu.make_gmem_copy(self.dtype, self.k_threads, self.D)
-        copy_ds = cu.make_gmem_copy(self.dtype, self.ds_threads, self.ds_tile[1])
+        copy_k = cutil.make_gmem_copy(self.dtype, self.k_threads, self.D)
+        copy_ds = cutil.make_gmem_copy(self.dtype, self.ds_threads, self.ds_tile[1])
         thr_k, thr_ds = copy_k.get_slice(tidx % self.k_threads), copy_ds.get_slice(tidx % self.ds_threads)
         gK = cute.local_tile(k_bh, (t.kn, self.D), (None, 0))                               # (kn, D, chunks)
         cK = cute.local_tile(cute.make_identity_tensor(k_bh.shape), (t.kn, self.D), (None, 0))
@@ -211,7 +211,7 @@ class DqGemmKernel:
         t = self.t
         if i < n_chunks:
             chunk = first + i
-            cu.load_tile_zfill_by(self.k_threads, t.threads, ld.tidx, ld.copy_k, ld.gK[None, None, None, chunk],
+            cutil.load_tile_zfill_by(self.k_threads, t.threads, ld.tidx, ld.copy_k, ld.gK[None, None, None, chunk],
                                   ld.sK[None, None, None, stage], ld.cK[None, None, None, chunk], seqlen_kv,
                                   ld.head_dim)
             if ld.tidx < self.ds_threads:

@@ -1,5 +1,5 @@
 """The dq_gemm sets' dS workspace, host side (pure Python): its size and the cap above which a problem runs on
-another set (selection.select reads it at plan time, api.workspace_regions sizes the region from it)."""
+another set (select.select reads it at plan time, api.workspace_regions sizes the region from it)."""
 
 from __future__ import annotations
 

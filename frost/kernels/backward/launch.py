@@ -1,21 +1,49 @@
 """The backward's hot path. Everything that depends only on the problem (sizes, scale, mask bounds, feature flags)
-is packed once into a Launch; a call then only reads pointers and strides off the tensors and calls the compiled
-backward once (chain.BackwardChain through TVM-FFI: pointers as ints, the stream as a raw handle; see compile.py),
-which launches the three kernels. On a CUDA device a call whose arguments repeat replays a CUDA graph of those
-launches instead (graph_replay: one graph launch, the same work).
+is packed once into a Launch; a call then only reads pointers and strides off its tensors (one BackwardTensors) and
+calls the compiled backward once (chain.BackwardChain through TVM-FFI: pointers as ints, the stream as a raw handle;
+see compile.py), which launches the three kernels. Launch.arguments is the one place a call's tensors and the
+problem's values become that entry's flat argument list. On a CUDA device a call whose arguments repeat replays a
+CUDA graph of those launches instead (graph_replay: one graph launch, the same work).
 
-A Launch checks nothing and decides nothing: it runs the kernel set its config's key names (selection.select chose
-it for this problem), and its caller has checked the tensors (CompiledBackward.__call__ does; the engine relies on
-the lowering's executor, which checks every tensor against the plan before it runs the engine)."""
+A Launch checks nothing and decides nothing: it runs the kernel set its config's key names (select.select chose it
+for this problem), and its caller has checked the tensors (CompiledBackward.__call__ does, through checks.py; the
+engine relies on the lowering's executor, which checks every tensor against the plan before it runs the engine)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
 from frost.kernels.geometry import LOG2_E
 from frost.limits import SEQ_PAD, packed_acc_rows
+
+if TYPE_CHECKING:
+    from frost.kernels.packed import Packed
+
+
+class BackwardTensors(NamedTuple):
+    """The memory of one backward call: the io tensors, the caller-owned workspace and the optional inputs (None
+    when absent). Dense tensors are logical (B, H, S, D), a packed call's (H, T, D) with lse and dlse (Hq, Tq)
+    (a seq-major launch takes (B, S, H, D) or (T, H, D) instead). A NamedTuple: immutable, and cheap enough to
+    build on every call."""
+    q: object
+    k: object
+    v: object
+    o: object
+    do: object
+    lse: object
+    dq: object
+    dk: object
+    dv: object
+    workspace: dict                # api.workspace_regions' names -> tensors (only their addresses are read)
+    seq_len_q: object = None       # int32 (B,) lengths (a packed call's seqused)
+    seq_len_kv: object = None
+    sink: object = None            # fp32 (Hq,), given with dsink
+    dsink: object = None           # any buffer of >= 4 * Hq bytes
+    dlse: object = None            # fp32 (B, Hq, Sq), any strides: the gradient on the forward's LSE
+    packed: Packed | None = None   # a packed call's segments (their prefix sums are read)
 
 
 @dataclass(frozen=True)
@@ -50,9 +78,8 @@ def _flags(mask: MaskSpec, p: Problem, ordered: bool) -> int:
 
 
 class Launch:
-    """``launch(q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
-    sink=None, dsink=None, dlse=None)`` enqueues the backward of one Problem. ``workspace`` maps the region names of
-    api.workspace_regions to tensors (only their addresses are read); ``dsink`` may be any buffer of >= 4*Hq bytes."""
+    """``launch(tensors, stream=None, seq_major=False)`` enqueues the backward of one Problem on a call's
+    BackwardTensors."""
 
     def __init__(self, kernels, cfg, p: Problem, graph_replay: bool | None = None):
         mask = problem_mask(cfg, p)
@@ -74,38 +101,18 @@ class Launch:
         use_graphs = replay_enabled() if graph_replay is None else graph_replay
         self.replay = GraphReplay(lambda args, stream: self.backward(*args, stream)) if use_graphs else None
 
-    def __call__(self, q, k, v, o, do, lse, dq, dk, dv, workspace, stream=None, seq_len_q=None, seq_len_kv=None,
-                 sink=None, dsink=None, dlse=None, seq_major: bool = False, cu_seqlens_q=None,
-                 cu_seqlens_kv=None) -> None:
-        """``seq_major``: the eight 4-D tensors are given in (B, S, H, D) order (BSHD memory not transposed into
-        logical BHSD views: a view costs more host time than reading its strides in another order). A packed
-        problem's eight tensors are logical (H, T, D) (``seq_major``: (T, H, D)), lse and dlse (Hq, Tq), with the
-        segments' prefix sums ``cu_seqlens_q`` / ``cu_seqlens_kv`` (seq_len_q / seq_len_kv are then seqused)."""
+    def __call__(self, tensors: BackwardTensors, stream=None, seq_major: bool = False) -> None:
+        """``seq_major``: the eight io tensors are given in (B, S, H, D) order, a packed call's in (T, H, D) order
+        (memory not transposed into logical views: a view costs more host time than reading its strides in
+        another order)."""
+        dsink = tensors.dsink
         if self.zero_dsink and dsink is not None:
             dsink.zero_()
         if self.empty:
             return
-        s = self.current_stream(q.get_device()) if stream is None else _raw_stream(stream)
-        delta = workspace["delta"].data_ptr()
-        # absent optional inputs get a stand-in address (never dereferenced: their flag is off)
-        sq = delta if seq_len_q is None else seq_len_q.data_ptr()
-        skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
-        sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
-        dlse_p, dlse_st = (delta, (0, 0, 0)) if dlse is None else (dlse.data_ptr(), dlse.stride())
-        if self.packed:
-            st = _thd_strides if seq_major else _htd_strides
-            cu_p = (cu_seqlens_q.data_ptr(), cu_seqlens_kv.data_ptr())
-            lse_st, dlse_st = (0, *lse.stride()), (0, *dlse_st[:2])
-        else:
-            st = _bshd_strides if seq_major else _bhsd_strides
-            cu_p, lse_st = (delta, delta), lse.stride()
-        args = (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
-                dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
-                workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
-                workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, dlse_p, *cu_p, *self.sizes,
-                *st(q), *st(k), *st(v), *st(o), *st(do), *lse_st, *dlse_st, *st(dq), *st(dk), *st(dv),
-                *self.tail)
-        device = q.get_device()   # -1 off CUDA (test fakes)
+        device = tensors.q.get_device()   # -1 off CUDA (test fakes)
+        s = self.current_stream(device) if stream is None else _raw_stream(stream)
+        args = self.arguments(tensors, seq_major)
         if device >= 0 and device != self.current_device():
             # the launches go to the current device's context: make the tensors' device current for them
             # (graphs are captured in the current context too, so this path launches directly)
@@ -115,6 +122,29 @@ class Launch:
             self.replay(args, s)
         else:
             self.backward(*args, s)
+
+    def arguments(self, t: BackwardTensors, seq_major: bool = False) -> tuple:
+        """chain.BackwardChain's arguments but the stream, in its order: the tensors' pointers and strides, this
+        problem's sizes, scale, band and flags. Absent optional inputs get a stand-in address (never dereferenced:
+        their flag is off)."""
+        q, k, v, o, do, lse, dq, dk, dv, workspace, seq_len_q, seq_len_kv, sink, dsink, dlse, packed = t
+        delta = workspace["delta"].data_ptr()
+        sq = delta if seq_len_q is None else seq_len_q.data_ptr()
+        skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
+        sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
+        dlse_p, dlse_st = (delta, (0, 0, 0)) if dlse is None else (dlse.data_ptr(), dlse.stride())
+        if self.packed:
+            st = _thd_strides if seq_major else _htd_strides
+            seqlens_p = (packed.cu_seqlens_q.data_ptr(), packed.cu_seqlens_kv.data_ptr())
+            lse_st, dlse_st = (0, *lse.stride()), (0, *dlse_st[:2])
+        else:
+            st = _bshd_strides if seq_major else _bhsd_strides
+            seqlens_p, lse_st = (delta, delta), lse.stride()
+        return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
+                dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
+                workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
+                workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, dlse_p, *seqlens_p, *self.sizes,
+                *st(q), *st(k), *st(v), *st(o), *st(do), *lse_st, *dlse_st, *st(dq), *st(dk), *st(dv), *self.tail)
 
 
 def _bhsd_strides(t) -> tuple:

@@ -7,7 +7,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Int32
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.mask import FLAG_KV_SLOWEST, FLAG_ORDERED_DQ, FLAG_Q_TILES_DOWN, NO_BOUND
 
 
@@ -77,7 +77,7 @@ def q_tile_of_block(block, grid_z: Int32, flags: Int32):
     return tile, head, batch
 
 
-# Ordered dQ (FLAG_ORDERED_DQ: deterministic mode, and the default mode on narrow bands, selection.orders_dq): the KV
+# Ordered dQ (FLAG_ORDERED_DQ: deterministic mode, and the default mode on narrow bands, select.orders_dq): the KV
 # tiles visiting a query tile add their dQ in a fixed order, lowest KV tile first. One semaphore per (batch, query
 # head, 16 query rows) counts the visitors done with the tile; the visitor of rank r (r = n_block -
 # AttentionMask.first_n_block) waits until the count reaches r (no later rank can add before that) and adds. On a
@@ -95,7 +95,7 @@ def q_tile_of_block(block, grid_z: Int32, flags: Int32):
 # it stalls there instead. The acquire is therefore split in two: a relaxed load of the semaphore issued before the
 # dQ GEMM (dq_order_peek: no invalidate, nothing stalls) and, where it already shows the rank's turn, a
 # fence.acquire alone at the wait (CCTL.IVALL; else the ld.acquire spin).
-# That runs on the kernel set compiled for ordered dQ (selection.KernelKey.ordered); the atomic set keeps its code
+# That runs on the kernel set compiled for ordered dQ (select.KernelKey.ordered); the atomic set keeps its code
 # byte for byte (the peek would be work in the default mode's step, and taking the ordered path, unused there, out
 # of the atomic kernel makes ptxas spill at d64). The release comes before the step's own wait, so no release waits on
 # anything. The lagged steps release a step two trips later (bwd_main_lag: after the top barrier); bwd_main_pipe,
@@ -112,7 +112,7 @@ def dq_order_peek(sem_row: cute.Tensor, index: Int32, target: Int32) -> Int32:
     issued); 0 for rank 0, which never waits."""
     seen = Int32(0)
     if target > 0:
-        seen = cu.load_relaxed(sem_row.iterator + index)
+        seen = cutil.load_relaxed(sem_row.iterator + index)
     return seen
 
 
@@ -121,7 +121,7 @@ def dq_order_wait(sem_row: cute.Tensor, index: Int32, target: Int32, enabled: cu
     """Rank 0 (the lowest visiting KV tile) adds first and never waits: no acquire for it. ``seen``: the
     semaphore as dq_order_peek read it (None: not read early)."""
     if enabled & (target > 0):
-        cu.spin_until_at_least(sem_row.iterator + index, target, seen)
+        cutil.spin_until_at_least(sem_row.iterator + index, target, seen)
 
 
 @cute.jit

@@ -21,7 +21,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.backward import rowwise as rw
 from frost.kernels.mask import FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length, make_mask
 from frost.kernels.segments import rebased, segment
@@ -46,7 +46,7 @@ class PreprocessKernel(rw.RowwiseKernel):
                  dlse_sb: Int64, dlse_sh: Int64, dlse_ss: Int64, dq_sb: Int64, dq_sh: Int64, dq_ss: Int64,
                  stream: cuda.CUstream):
         def bhsd(p, sb, sh, ss, d=head_dim_v):
-            return cu.bhsd_tensor(p, batch, heads, seqlen_q, d, sb, sh, ss)
+            return cutil.bhsd_tensor(p, batch, heads, seqlen_q, d, sb, sh, ss)
 
         sqp = cute.assume(seqlen_q_pad, divby=rw.SEQ_PAD)
         rs = cute.assume(Int64(sqp), divby=rw.SEQ_PAD)

@@ -1,21 +1,49 @@
-"""The forward call's tensor checks: every argument named as the caller spelled it, with its value and what is
-accepted (frost.errors.TensorError), before anything is launched."""
+"""The checks of the forward's public host entry (CompiledForward): a call's tensors, each argument named as the
+caller spelled it, with its value and what is accepted (frost.errors.TensorError), before anything is launched;
+and the scale a launch is bound with. The engine's calls skip the tensor checks (the lowering's executor checks
+them against the plan)."""
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
 from frost.errors import TensorError
-from frost.kernels.host_checks import check_io_tensor, check_side_tensor
-from frost.kernels.packed import check_packed_side
+from frost.kernels.host_checks import check_io_tensor, check_length_values, check_side_tensor
+from frost.kernels.packed import check_packed_side, check_packed_values
 from frost.limits import MAX_SEQ
 
+if TYPE_CHECKING:
+    from frost.kernels.forward.launch import ForwardTensors
 
-def check_forward_tensors(cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink) -> tuple[int, int, int, int, int]:
-    """(batch, heads, heads_kv, seq_q, seq_kv) of a valid call; raises TensorError otherwise."""
+
+def check_call(cfg, t: ForwardTensors, check_lengths: bool = False) -> None:
+    """Every tensor of a call (dense or packed, as the config says); with ``check_lengths``, the values of its
+    lengths (or its segments) too, which synchronizes."""
+    if cfg.varlen:
+        check_packed_forward_tensors(cfg, t)
+        if check_lengths:
+            check_packed_values(t.packed, t.q.shape[1], t.k.shape[1], t.seq_len_q, t.seq_len_kv)
+    else:
+        _, _, _, seq_q, seq_kv = check_forward_tensors(cfg, t)
+        if check_lengths:
+            check_length_values(t.seq_len_q, t.seq_len_kv, seq_q, seq_kv)
+
+
+def check_scale(scale) -> None:
+    """The softmax scale a launch is bound with: a finite number > 0."""
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise TensorError("scale", scale, "a finite number > 0 (the softmax's max runs on unscaled scores)")
+
+
+def check_forward_tensors(cfg, t: ForwardTensors) -> tuple[int, int, int, int, int]:
+    """(batch, heads, heads_kv, seq_q, seq_kv) of a valid dense call; raises TensorError otherwise."""
     import torch
 
-    for name, t in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
-        if not isinstance(t, torch.Tensor):
-            raise TensorError(name, type(t).__name__, "a torch.Tensor")
+    q, k, v, o, lse, seq_len_q, seq_len_kv, sink, _ = t
+    for name, x in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
+        if not isinstance(x, torch.Tensor):
+            raise TensorError(name, type(x).__name__, "a torch.Tensor")
     if q.dim() != 4:
         raise TensorError("q.shape", tuple(q.shape), "4 dims (B, Hq, Sq, Dqk), logical BHSD")
     batch, heads, seq_q, dqk = q.shape
@@ -27,8 +55,8 @@ def check_forward_tensors(cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink) -> 
     want = {"q": (q, (batch, heads, seq_q, dqk)), "k": (k, (batch, heads_kv, seq_kv, dqk)),
             "v": (v, (batch, heads_kv, seq_kv, cfg.head_dim_v)), "o": (o, (batch, heads, seq_q, cfg.head_dim_v))}
     tdtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[cfg.dtype]
-    for name, (t, shape) in want.items():
-        check_io_tensor(name, t, shape, tdtype, q.device)
+    for name, (x, shape) in want.items():
+        check_io_tensor(name, x, shape, tdtype, q.device)
     if heads_kv == 0 and heads or heads_kv and heads % heads_kv:
         raise TensorError("k.shape[1]", heads_kv, f"a divisor of the query heads {heads} (GQA/MQA)")
     for name, n in (("q.shape[2] (seq_q)", seq_q), ("k.shape[2] (seq_kv)", seq_kv)):
@@ -39,24 +67,25 @@ def check_forward_tensors(cfg, q, k, v, o, lse, seq_len_q, seq_len_kv, sink) -> 
                           f"torch.float32 {(batch, heads, seq_q)} on {q.device}")
     if q.device.type != "cuda":
         raise TensorError("q.device", str(q.device), "a CUDA device (the kernel runs there)")
-    for name, t in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
-        if t is not None:
-            check_side_tensor(name, t, (batch,), torch.int32, q.device)
+    for name, x in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
+        if x is not None:
+            check_side_tensor(name, x, (batch,), torch.int32, q.device)
     if sink is not None:
         check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
     return batch, heads, heads_kv, seq_q, seq_kv
 
 
-def check_packed_forward_tensors(cfg, q, k, v, o, lse, seqused_q, seqused_kv, sink, packed) -> None:
+def check_packed_forward_tensors(cfg, t: ForwardTensors) -> None:
     """A packed call's checks: q, k, v, o logical (H, T, D) in the io dtype, lse (Hq, Tq) fp32 (either memory
     order), the segments' prefix sums int32 (B + 1,) and seqused (B,) on q's device; raises TensorError."""
     import torch
 
+    q, k, v, o, lse, seqused_q, seqused_kv, sink, packed = t
     if packed is None:
         raise TensorError("packed", None, "the segments (kernels.packed.Packed) of a varlen kernel's call")
-    for name, t in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
-        if not isinstance(t, torch.Tensor):
-            raise TensorError(name, type(t).__name__, "a torch.Tensor")
+    for name, x in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
+        if not isinstance(x, torch.Tensor):
+            raise TensorError(name, type(x).__name__, "a torch.Tensor")
     if q.dim() != 3 or k.dim() != 3:
         raise TensorError("q.shape, k.shape", (tuple(q.shape), tuple(k.shape)), "3 dims each, logical (H, T, D)")
     heads, tokens_q, dqk = q.shape
@@ -66,8 +95,8 @@ def check_packed_forward_tensors(cfg, q, k, v, o, lse, seqused_q, seqused_kv, si
     tdtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[cfg.dtype]
     want = {"q": (q, (heads, tokens_q, dqk)), "k": (k, (heads_kv, tokens_kv, dqk)),
             "v": (v, (heads_kv, tokens_kv, cfg.head_dim_v)), "o": (o, (heads, tokens_q, cfg.head_dim_v))}
-    for name, (t, shape) in want.items():
-        check_io_tensor(name, t, shape, tdtype, q.device)
+    for name, (x, shape) in want.items():
+        check_io_tensor(name, x, shape, tdtype, q.device)
     if heads_kv == 0 and heads or heads_kv and heads % heads_kv:
         raise TensorError("k.shape[0]", heads_kv, f"a divisor of the query heads {heads} (GQA/MQA)")
     if tuple(lse.shape) != (heads, tokens_q) or lse.dtype != torch.float32 or lse.device != q.device:

@@ -1,11 +1,11 @@
-"""Compile key -> the compiled forward kernel for one target arch.
+"""ForwardKey -> the compiled forward kernel for one target arch, and the in-process cache of compiled kernels.
 
-What changes the generated code is the key: dtype, the (Q/K, V) head-dim pads (which fix the tile, tiles.py) and
-the arch. Batch, heads and the GQA group, sequence lengths (full and per batch), logical head dims, strides, the
-scale, the mask (band bounds, alignment) and the sink are runtime arguments, so a new shape never recompiles.
-The kernel is compiled for TVM-FFI (``--enable-tvm-ffi``): its launcher takes pointers as Python ints, scalars as
-Python numbers and the stream as a raw handle. Compiling for an arch other than the device's (or with no GPU) is
-a cross-compile: the result can be inspected (cubin) but not launched."""
+What changes the generated code is the key (select.ForwardKey): dtype, the (Q/K, V) head-dim pads (which fix the
+tile, tiles.py) and the arch. Batch, heads and the GQA group, sequence lengths (full and per batch), logical head
+dims, strides, the scale, the mask (band bounds, alignment) and the sink are runtime arguments, so a new shape
+never recompiles. The kernel is compiled for TVM-FFI (``--enable-tvm-ffi``): its launcher takes pointers as Python
+ints, scalars as Python numbers and the stream as a raw handle. Compiling for an arch other than the device's (or
+with no GPU) is a cross-compile: the result can be inspected (cubin) but not launched."""
 
 from __future__ import annotations
 
@@ -13,36 +13,10 @@ from dataclasses import dataclass, field
 
 from frost.kernels.arch import arch_config
 from frost.kernels.compile_cache import CompileCache
-from frost.kernels.forward.tiles import ForwardTile, forward_tile
+from frost.kernels.forward.select import ForwardKey
+from frost.kernels.forward.tiles import ForwardTile
 
-
-DTYPES = ("float16", "bfloat16")
 KERNEL_NAME = "FwdKernel"  # the class in the cubin function's mangled name
-
-
-@dataclass(frozen=True)
-class ForwardKey:
-    dtype: str           # "float16" | "bfloat16"
-    head_dim_pad: int
-    head_dim_v_pad: int
-    arch: str            # "sm_120a" | "sm_121a" | "sm_90a"
-    varlen: bool = False  # packed sequences (kernels/segments.py)
-
-    def __post_init__(self):
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype: got {self.dtype!r}; accepted: one of {DTYPES}")
-        arch_config(self.arch)
-        forward_tile(self.head_dim_pad, self.head_dim_v_pad)
-
-    @property
-    def tile(self) -> ForwardTile:
-        return forward_tile(self.head_dim_pad, self.head_dim_v_pad)
-
-    def as_str(self) -> str:
-        t = self.tile
-        return (f"frost.fwd.v1:{self.arch}:{self.dtype}:d{t.head_dim_pad}v{t.head_dim_v_pad}"
-                f":m{t.m_block}n{t.n_block}w{t.num_warps}b{t.min_blocks}s{t.kv_stages}"
-                + (":qr" if t.q_in_regs else "") + (":lr" if t.lazy_rescale else "") + (":vl" if self.varlen else ""))
 
 
 @dataclass

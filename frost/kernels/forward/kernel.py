@@ -34,7 +34,7 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 from cutlass.cute.nvgpu import warp
 
-from frost.kernels import cute_utils as cu
+from frost.kernels import cute_utils as cutil
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.forward.tiles import ForwardTile
 from frost.kernels.geometry import LOG2_E
@@ -56,8 +56,8 @@ class FwdKernel:
         self.M, self.N, self.D, self.DV = tile.m_block, tile.n_block, tile.head_dim_pad, tile.head_dim_v_pad
         self.num_threads = tile.num_threads
         self.stages = tile.kv_stages
-        self.q_threads = cu.copy_threads(self.num_threads, self.M, self.D)
-        assert all(cu.copy_threads(self.num_threads, self.N, c) == self.num_threads for c in (self.D, self.DV)), tile
+        self.q_threads = cutil.copy_threads(self.num_threads, self.M, self.D)
+        assert all(cutil.copy_threads(self.num_threads, self.N, c) == self.num_threads for c in (self.D, self.DV)), tile
         self.smem_bytes = None  # filled at trace time
 
     # ------------------------------------------------------------------------------------------------ host side
@@ -71,7 +71,7 @@ class FwdKernel:
                  lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
                  scale_log2: Float32, band_left: Int32, band_right: Int32, flags: Int32, stream: cuda.CUstream):
         def bhsd(p, h, s, d, sb, sh, ss):
-            return cu.bhsd_tensor(p, batch, h, s, d, sb, sh, ss)
+            return cutil.bhsd_tensor(p, batch, h, s, d, sb, sh, ss)
 
         mQ = bhsd(pQ, heads, seqlen_q, head_dim, q_sb, q_sh, q_ss)
         mK = bhsd(pK, heads_kv, seqlen_kv, head_dim, k_sb, k_sh, k_ss)
@@ -93,9 +93,9 @@ class FwdKernel:
             smem=launch_smem_bytes(self.arch, self.smem_bytes), preferred_smem_carveout=100)
 
     def _smem_layouts(self):
-        return SimpleNamespace(Q=cu.smem_tile_layout(self.M, self.D),
-                               K=cu.smem_tile_layout(self.N, self.D, self.stages),
-                               V=cu.smem_tile_layout(self.N, self.DV, self.stages))
+        return SimpleNamespace(Q=cutil.smem_tile_layout(self.M, self.D),
+                               K=cutil.smem_tile_layout(self.N, self.D, self.stages),
+                               V=cutil.smem_tile_layout(self.N, self.DV, self.stages))
 
     def _storage_cls(self):
         smem = self._smem_layouts()
@@ -136,7 +136,7 @@ class FwdKernel:
         ld = self._loaders(g, sQ, sK, sV, tidx)
         mm = self._mma_operands(sQ, sK, sV, tidx)
 
-        cu.load_tile_zfill_by(self.q_threads, self.num_threads, tidx, ld.copy_q, ld.tQgQ, ld.tQsQ, ld.tQcQ,
+        cutil.load_tile_zfill_by(self.q_threads, self.num_threads, tidx, ld.copy_q, ld.tQgQ, ld.tQsQ, ld.tQcQ,
                               seqlen_q, mQ.shape[3], True)
         if cutlass.const_expr(self.tile.q_in_regs):
             cute.arch.cp_async_commit_group()  # Q alone, so that it can be waited for before the first K/V
@@ -152,7 +152,7 @@ class FwdKernel:
 
         acc_o = cute.make_rmem_tensor(mm.thr.partition_shape_C((self.M, self.DV)), Float32)
         acc_o.fill(0.0)
-        rows = cute.size(cu.acc_mn_view(acc_o), mode=[0])
+        rows = cute.size(cutil.acc_mn_view(acc_o), mode=[0])
         row_max = cute.make_rmem_tensor(cute.make_layout(rows), Float32)
         row_sum = cute.make_rmem_tensor(cute.make_layout(rows), Float32)
         row_max.fill(NEG_INF)
@@ -185,11 +185,11 @@ class FwdKernel:
             cV=cute.local_tile(cute.make_identity_tensor(v_bh.shape), (self.N, self.DV), (None, 0)))
 
     def _loaders(self, g, sQ, sK, sV, tidx):
-        copy_q = cu.make_gmem_copy(self.dtype, self.q_threads, self.D)
+        copy_q = cutil.make_gmem_copy(self.dtype, self.q_threads, self.D)
         thr_q = copy_q.get_slice(tidx % self.q_threads)
-        copy = cu.make_gmem_copy(self.dtype, self.num_threads, self.D)
+        copy = cutil.make_gmem_copy(self.dtype, self.num_threads, self.D)
         thr = copy.get_slice(tidx)
-        copy_v = copy if self.DV == self.D else cu.make_gmem_copy(self.dtype, self.num_threads, self.DV)
+        copy_v = copy if self.DV == self.D else cutil.make_gmem_copy(self.dtype, self.num_threads, self.DV)
         thr_v = thr if self.DV == self.D else copy_v.get_slice(tidx)
         return SimpleNamespace(
             copy_q=copy_q, copy=copy, copy_v=copy_v,
@@ -201,7 +201,7 @@ class FwdKernel:
     def _load_kv(self, copy, t_src, t_dst, t_coord, n_block, stage, seqlen_kv, cols):
         """cp.async KV tile ``n_block`` into ``stage`` (keys past ``seqlen_kv`` and columns past ``cols``
         zero-filled)."""
-        cu.load_tile_zfill(copy, t_src[None, None, None, n_block], t_dst[None, None, None, stage],
+        cutil.load_tile_zfill(copy, t_src[None, None, None, n_block], t_dst[None, None, None, stage],
                            t_coord[None, None, None, n_block], seqlen_kv, cols, True)
 
     def _mma_operands(self, sQ, sK, sV, tidx):
@@ -214,7 +214,7 @@ class FwdKernel:
         cA = cute.make_tiled_copy_A(ldsm, tiled).get_slice(tidx)
         cB = cute.make_tiled_copy_B(ldsm, tiled).get_slice(tidx)
         cBt = cute.make_tiled_copy_B(ldsm_t, tiled).get_slice(tidx)
-        sVt = cu.transpose_view(sV, self.N, self.DV, self.stages)
+        sVt = cutil.transpose_view(sV, self.N, self.DV, self.stages)
         rQ = thr.make_fragment_A(thr.partition_A(sQ))
         rK = thr.make_fragment_B(thr.partition_B(sK[None, None, 0]))
         rVt = thr.make_fragment_B(thr.partition_B(sVt[None, None, 0]))
@@ -222,7 +222,7 @@ class FwdKernel:
             tiled=tiled, thr=thr, cA=cA, cB=cB, cBt=cBt,
             cS=thr.partition_C(cute.make_identity_tensor((self.M, self.N))),
             cO=thr.partition_C(cute.make_identity_tensor((self.M, self.DV))),
-            **cu.ldsm_operands({"Q": (cA, rQ, sQ), "K": (cB, rK, sK), "Vt": (cBt, rVt, sVt)}))
+            **cutil.ldsm_operands({"Q": (cA, rQ, sQ), "K": (cB, rK, sK), "Vt": (cBt, rVt, sVt)}))
 
     # ------------------------------------------------------------------------------------------------ one KV tile
     @cute.jit
@@ -238,7 +238,7 @@ class FwdKernel:
                           kv.dv)
         cute.arch.cp_async_commit_group()
         rP = self._scores_to_probs(mm, soft, acc_o, n_block, stage)
-        cu.gemm_rs(mm.tiled, acc_o, cu.acc_as_a_operand(rP), mm.cBt, mm.sVt[None, None, None, stage], mm.rVt,
+        cutil.gemm_rs(mm.tiled, acc_o, cutil.acc_as_a_operand(rP), mm.cBt, mm.sVt[None, None, None, stage], mm.rVt,
                    mm.rVt_v)
 
     @cute.jit
@@ -254,7 +254,7 @@ class FwdKernel:
         if has_next:
             self._load_kv(kv.ld.copy, kv.ld.tKgK, kv.ld.tKsK, kv.ld.tKcK, n_block - 1, 0, kv.seqlen_kv, kv.d)
         cute.arch.cp_async_commit_group()
-        cu.gemm_rs(mm.tiled, acc_o, cu.acc_as_a_operand(rP), mm.cBt, mm.sVt[None, None, None, 0], mm.rVt, mm.rVt_v)
+        cutil.gemm_rs(mm.tiled, acc_o, cutil.acc_as_a_operand(rP), mm.cBt, mm.sVt[None, None, None, 0], mm.rVt, mm.rVt_v)
 
     @cute.jit
     def _scores_to_probs(self, mm, soft, acc_o, n_block, stage):
@@ -263,21 +263,21 @@ class FwdKernel:
         acc_s = cute.make_rmem_tensor(mm.thr.partition_shape_C((self.M, self.N)), Float32)
         acc_s.fill(0.0)
         copy_q = None if cutlass.const_expr(self.tile.q_in_regs) else mm.cA
-        cu.gemm_ss_interleaved(mm.tiled, ((acc_s, copy_q, mm.sQ, mm.rQ, mm.rQ_v, mm.cB,
+        cutil.gemm_ss_interleaved(mm.tiled, ((acc_s, copy_q, mm.sQ, mm.rQ, mm.rQ_v, mm.cB,
                                            mm.sK[None, None, None, stage], mm.rK, mm.rK_v),))
-        s_mn = cu.acc_mn_view(acc_s)
+        s_mn = cutil.acc_mn_view(acc_s)
         if soft.mask.tile_needs_mask(soft.m_block, n_block, self.M, self.N):
-            hide_scores(soft.mask, s_mn, cu.acc_mn_view(mm.cS), soft.m_block, n_block, self.M, self.N)
-        online_softmax(s_mn, cu.acc_mn_view(acc_o), soft.row_max, soft.row_sum, soft.scale_log2,
+            hide_scores(soft.mask, s_mn, cutil.acc_mn_view(mm.cS), soft.m_block, n_block, self.M, self.N)
+        online_softmax(s_mn, cutil.acc_mn_view(acc_o), soft.row_max, soft.row_sum, soft.scale_log2,
                        self.tile.lazy_rescale)
-        return cu.convert(acc_s, self.dtype)
+        return cutil.convert(acc_s, self.dtype)
 
     # ------------------------------------------------------------------------------------------------ epilogue
     @cute.jit
     def _epilogue(self, mm, acc_o, row_max, row_sum, sink2, mO, mLSE, batch, head, m_block, seqlen_q):
         """O = acc * 2^(m - M) / denominator in the io dtype, LSE in natural log (see the module doc)."""
-        o_mn = cu.acc_mn_view(acc_o)
-        c_mn = cu.acc_mn_view(mm.cO)
+        o_mn = cutil.acc_mn_view(acc_o)
+        c_mn = cutil.acc_mn_view(mm.cO)
         lse_row = cute.make_rmem_tensor(cute.make_layout(cute.size(o_mn, mode=[0])), Float32)
         row0 = m_block * self.M
         for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):
@@ -295,7 +295,7 @@ class FwdKernel:
         o_bh = mO[batch, head, None, None]
         gO = cute.local_tile(o_bh, (self.M, self.DV), (m_block, 0))
         cO = cute.local_tile(cute.make_identity_tensor(o_bh.shape), (self.M, self.DV), (m_block, 0))
-        cu.store_acc(cu.convert(acc_o, self.dtype), mm.thr.partition_C(gO), mm.thr.partition_C(cO), o_bh.shape[0],
+        cutil.store_acc(cutil.convert(acc_o, self.dtype), mm.thr.partition_C(gO), mm.thr.partition_C(cO), o_bh.shape[0],
                      o_bh.shape[1])
         lane = cute.arch.lane_idx()
         if lane % 4 == 0:  # a lane quad shares its rows
@@ -316,7 +316,7 @@ def hide_scores(mask, s_mn: cute.Tensor, c_mn: cute.Tensor, m_block: Int32, n_bl
     base, width = key0 - row0 - mask.left_offset, mask.right_offset - mask.left_offset
     for r in cutlass.range_constexpr(cute.size(s_mn, mode=[0])):
         for c in cutlass.range_constexpr(cute.size(s_mn, mode=[1])):
-            vis = cu.unsigned_le(base + c_mn[0, c][1] - c_mn[r, 0][0], width)
+            vis = cutil.unsigned_le(base + c_mn[0, c][1] - c_mn[r, 0][0], width)
             s_mn[r, c] = s_mn[r, c] if vis else Float32(NEG_INF)
     if key0 + n_block_size > mask.seqlen_kv:
         limit = mask.seqlen_kv - key0

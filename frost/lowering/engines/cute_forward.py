@@ -45,13 +45,13 @@ def _launchers(kernel, op, facts: Facts):
     """The op's run(tensors, workspace, stream) over logical (B, H, S, D) tensors, and its twin for 4-D tensors in
     (B, S, H, D) order (Lowering.run_seq_major), both calling the kernel (a CompiledForward, or a test fake that
     records its calls) bound once to the plan's scale and mask. The executor has checked every tensor against the
-    plan before run, so a call only gathers pointers and strides."""
+    plan before run, so a call only gathers its tensors into one launch.ForwardTensors and launches."""
+    from frost.kernels.forward.launch import ForwardMask, ForwardTensors
+
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, outs.o, outs.lse)
     optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
                                             ("sink", ins.sink)) if name is not None}
-    from frost.kernels.forward.api import ForwardMask
-
     bound = kernel.bind(ForwardMask(facts.attn_scale, op.causal, op.alignment, op.band_left, op.band_right))
     lengths = call_lengths(ins, facts)
     token_axis = 0 if facts.varlen else 1   # a seq-major call's 4-D (B, S, H, D) or packed (T, H, D) tensors
@@ -59,7 +59,7 @@ def _launchers(kernel, op, facts: Facts):
     def launch(q, k, v, o, lse, tensors: dict, stream) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
         packed = None if lengths is None else lengths(tensors)
-        bound(q, k, v, o, lse, stream=stream, packed=packed, **extra)
+        bound(ForwardTensors(q, k, v, o, lse, packed=packed, **extra), stream)
 
     def run(tensors: dict, workspace: dict, stream) -> None:
         launch(*operands(tensors), tensors, stream)

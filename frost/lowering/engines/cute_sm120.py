@@ -24,12 +24,12 @@ def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
 
 
 def _config(op, facts: Facts, arch: str, problem):
-    """The plan's config: causal and alignment, and the kernel set selection.select picks for the plan's problem
+    """The plan's config: causal and alignment, and the kernel set select.select picks for the plan's problem
     (its band, mode, GQA group and sizes: a dq_gemm set's problem whose dS workspace would pass
     DQ_GEMM_MAX_BYTES runs on the ordered or atomic set). The plan names, compiles and persists that set, and the
     launch runs it as given."""
     from frost.kernels.backward import api
-    from frost.kernels.backward.selection import Sizes
+    from frost.kernels.backward.select import Sizes
 
     p = problem
     return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, bool(op.causal), facts.alignment,
@@ -79,8 +79,10 @@ class CuteSm120Engine:
 def _launchers(kernel, op, facts: Facts, problem):
     """The op's run(tensors, workspace, stream) and its (B, S, H, D)-order twin (Lowering.run_seq_major). The
     kernel set (CompiledBackward, or a test fake with the same ``bind``) is bound to the plan's problem once,
-    here: the executor has checked every tensor against the plan before run, so a call only picks the tensors
-    and launches."""
+    here: the executor has checked every tensor against the plan before run, so a call only gathers its tensors
+    into one launch.BackwardTensors and launches."""
+    from frost.kernels.backward.launch import BackwardTensors
+
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse, outs.dq, outs.dk, outs.dv)
     optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
@@ -95,8 +97,6 @@ def _launchers(kernel, op, facts: Facts, problem):
         if scratch:
             extra["dsink"] = workspace[DSINK_SCRATCH]   # only its address is used
         packed = None if lengths is None else lengths(tensors)
-        if packed is not None:
-            extra.update(cu_seqlens_q=packed.cu_seqlens_q, cu_seqlens_kv=packed.cu_seqlens_kv)
-        launch(*operands(tensors), workspace, stream, seq_major=seq_major, **extra)
+        launch(BackwardTensors(*operands(tensors), workspace, packed=packed, **extra), stream, seq_major=seq_major)
 
     return run, lambda tensors, workspace, stream: run(tensors, workspace, stream, seq_major=True)

@@ -1,0 +1,126 @@
+"""The forward's hot path. What a plan fixes for every call (the scale and the mask) is packed once into a
+BoundForward; a call then only reads pointers, sizes and strides off its tensors (one ForwardTensors) and calls the
+compiled kernel once (kernel.FwdKernel through TVM-FFI: pointers as ints, the stream as a raw handle; see
+compile.py). BoundForward.arguments is the one place a call's tensors and the plan's values become that entry's
+flat argument list.
+
+A BoundForward checks nothing and decides nothing: it runs the kernel its config's key names, and its caller has
+checked the tensors (CompiledForward.__call__ does, through checks.py; the engine relies on the lowering's
+executor, which checks every tensor against the plan before it runs the engine)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from frost.errors import TensorError
+from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
+
+if TYPE_CHECKING:
+    from frost.kernels.forward.api import ForwardConfig
+    from frost.kernels.packed import Packed
+
+
+class ForwardTensors(NamedTuple):
+    """The memory of one forward call: q, k, v, the outputs o and lse, and the optional inputs (None when absent).
+    Dense tensors are logical (B, H, S, D) with lse (B, Hq, Sq); a packed call's are (H, T, D) with lse (Hq, Tq).
+    A NamedTuple: immutable, and cheap enough to build on every call."""
+    q: object
+    k: object
+    v: object
+    o: object
+    lse: object
+    seq_len_q: object = None       # int32 (B,) lengths (a packed call's seqused)
+    seq_len_kv: object = None
+    sink: object = None            # fp32 (Hq,)
+    packed: Packed | None = None   # a packed call's segments (their prefix sums and max_seqlens are read)
+
+
+@dataclass(frozen=True)
+class ForwardMask:
+    """What a plan fixes for every call of its forward: the softmax scale and the mask (mask.MaskSpec's rules)."""
+    scale: float
+    causal: bool = False
+    alignment: str = "top_left"
+    band_left: int | None = None
+    band_right: int | None = None
+
+
+def mask_values(mask: ForwardMask) -> tuple[int, int, int]:
+    """(band_left, band_right, alignment flags) the kernel takes, from the caller's mask keywords."""
+    try:
+        spec = MaskSpec(bool(mask.causal), mask.alignment, mask.band_left, mask.band_right)
+    except ValueError as e:
+        raise TensorError("mask", (mask.causal, mask.alignment, mask.band_left, mask.band_right), "see detail",
+                          str(e)) from None
+    left, right = spec.bounds()
+    return left, right, spec.flags()
+
+
+@dataclass(frozen=True)
+class BoundForward:
+    """``bound(tensors, stream=None)`` enqueues the forward of one call's ForwardTensors (nothing for an empty
+    problem: rows past Sq are not written)."""
+    launch: object          # the compiled host entry
+    cfg: ForwardConfig
+    scale_log2: float
+    band_left: int
+    band_right: int
+    flags: int              # the mask's flags; the optional inputs' flags are added per call
+
+    def __call__(self, tensors: ForwardTensors, stream=None) -> None:
+        args = self.arguments(tensors)
+        if args is None:
+            return
+        device = tensors.q.get_device()
+        s = _current_stream(device) if stream is None else _raw_stream(stream)
+        with _device_guard(device):
+            self.launch(*args, s)
+
+    def arguments(self, t: ForwardTensors) -> tuple | None:
+        """kernel.FwdKernel's arguments but the stream, in its order: the tensors' pointers, the sizes, the strides
+        (a packed call's batch stride 0), the scale and the mask; None for a problem with nothing to compute.
+        Absent optional inputs get a stand-in address (never dereferenced: their flag is off)."""
+        q, k, v, o, lse, seq_len_q, seq_len_kv, sink, packed = t
+        if self.cfg.varlen:   # each batch's segment from packed.cu_seqlens_*
+            heads, tokens_q = q.shape[:2]
+            if packed.batch == 0 or heads == 0 or packed.max_seqlen_q == 0 or tokens_q == 0:
+                return None
+            sizes = (packed.batch, heads, k.shape[0], packed.max_seqlen_q, packed.max_seqlen_kv,
+                     self.cfg.head_dim_qk, self.cfg.head_dim_v, tokens_q, k.shape[1])
+            strides = tuple(x for y in (q, k, v, o, lse) for x in (0, *y.stride()[:2]))
+        else:
+            batch, heads, seq_q = q.shape[:3]
+            if batch == 0 or heads == 0 or seq_q == 0:
+                return None
+            sizes = (batch, heads, k.shape[1], seq_q, k.shape[2], self.cfg.head_dim_qk, self.cfg.head_dim_v, 0, 0)
+            strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride())
+        flags = self.flags | (FLAG_SEQ_Q if seq_len_q is not None else 0) | \
+            (FLAG_SEQ_KV if seq_len_kv is not None else 0) | (FLAG_SINK if sink is not None else 0)
+        stand_in = lse.data_ptr()
+        return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
+                stand_in if seq_len_q is None else seq_len_q.data_ptr(),
+                stand_in if seq_len_kv is None else seq_len_kv.data_ptr(),
+                stand_in if sink is None else sink.data_ptr(),
+                stand_in if packed is None else packed.cu_seqlens_q.data_ptr(),
+                stand_in if packed is None else packed.cu_seqlens_kv.data_ptr(),
+                *sizes, *strides, self.scale_log2, self.band_left, self.band_right, flags)
+
+
+def _raw_stream(stream) -> int:
+    """A torch.cuda.Stream (or anything with .cuda_stream), a cuda.CUstream or a raw handle."""
+    handle = getattr(stream, "cuda_stream", None)
+    return int(stream) if handle is None else handle
+
+
+def _current_stream(device: int) -> int:
+    import torch
+
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(device) if raw is not None else torch.cuda.current_stream(device).cuda_stream
+
+
+def _device_guard(device: int):
+    import torch
+
+    return torch.cuda.device(device)
