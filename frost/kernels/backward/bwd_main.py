@@ -216,8 +216,8 @@ class BwdMainKernel(MainSetup, MainDq):
     @cute.jit
     def _epilogue_keys(self, a, mask):
         """Hook: the batch's key length (seq_len_kv[b]) for the epilogue's padded-key zeros, derived again from the
-        kernel's arguments (through cu.opaque_i32, so that nothing of the walk's stays live across it)."""
-        _, _, batch = kv_tile_of_block(cu.opaque_i32(a.flags))
+        kernel's arguments (through cutil.opaque_i32, so that nothing of the walk's stays live across it)."""
+        _, _, batch = kv_tile_of_block(cutil.opaque_i32(a.flags))
         return batch_length(a.SeqKV, a.flags, FLAG_SEQ_KV, batch, a.K.shape[2])
 
     def _epilogue_views(self, a, g):
