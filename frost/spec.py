@@ -38,6 +38,7 @@ class TensorRole:
     feature: Optional[str] = None
     meaning: str = ""
     packed_meaning: str = ""
+    grad_of: Optional[str] = None         # an output that is the gradient of this input: its shape and dtype
 
     def meaning_in(self, packed: bool) -> str:
         return self.packed_meaning if packed and self.packed_meaning else self.meaning
@@ -78,11 +79,14 @@ TENSORS: tuple[TensorRole, ...] = (
                meaning="sequence b owns query tokens [cu_seqlens_q[b], cu_seqlens_q[b + 1])"),
     TensorRole("cu_seqlens_kv", None, "cu_seqlens_kv", "int32", (), ("B+1",), reads=_BOTH, feature="varlen",
                meaning="the shape of cu_seqlens_q (one kv sequence per query sequence)"),
-    TensorRole("dq", "dq", "dq", "io", ("B", "Sq", "Hq", "Dqk"), ("Tq", "Hq", "Dqk"), writes=_BWD, side="q"),
-    TensorRole("dk", "dk", "dk", "io", ("B", "Skv", "Hkv", "Dqk"), ("Tkv", "Hkv", "Dqk"), writes=_BWD, side="kv"),
-    TensorRole("dv", "dv", "dv", "io", ("B", "Skv", "Hkv", "Dv"), ("Tkv", "Hkv", "Dv"), writes=_BWD, side="kv"),
+    TensorRole("dq", "dq", "dq", "io", ("B", "Sq", "Hq", "Dqk"), ("Tq", "Hq", "Dqk"), writes=_BWD, side="q",
+               grad_of="q"),
+    TensorRole("dk", "dk", "dk", "io", ("B", "Skv", "Hkv", "Dqk"), ("Tkv", "Hkv", "Dqk"), writes=_BWD, side="kv",
+               grad_of="k"),
+    TensorRole("dv", "dv", "dv", "io", ("B", "Skv", "Hkv", "Dv"), ("Tkv", "Hkv", "Dv"), writes=_BWD, side="kv",
+               grad_of="v"),
     TensorRole("dsink", "dsink", "dsink", "float32", ("Hq",), ("Hq",), writes=_BWD, optional=True,
-               feature="has_sink"),
+               feature="has_sink", grad_of="sink"),
 )
 ROLES: dict[str, TensorRole] = {t.role: t for t in TENSORS}
 IO_ROLES: tuple[str, ...] = tuple(t.role for t in TENSORS if t.dtype == "io")   # (B, S, H, D) / (T, H, D) tensors
@@ -97,6 +101,18 @@ def inputs(kind: Kind, packed: bool) -> tuple[TensorRole, ...]:
 
 def outputs(kind: Kind) -> tuple[TensorRole, ...]:
     return tuple(t for t in TENSORS if kind in t.writes)
+
+
+def role_names(roles: tuple[TensorRole, ...], optional: Optional[bool] = None) -> tuple[str, ...]:
+    """The roles' names (only the optional or only the required ones, when ``optional`` says which)."""
+    return tuple(t.role for t in roles if optional is None or t.optional == optional)
+
+
+def features(ports: object) -> dict[str, bool]:
+    """Facts flag -> whether an op's ports (its inputs model, or any object with the role attributes) give the
+    optional input that sets it: has_sink, has_padding_q, has_padding_kv, has_dlse."""
+    return {t.feature: getattr(ports, t.role, None) is not None
+            for t in TENSORS if t.optional and t.feature is not None and t.reads}
 
 
 def caller_name(role: str, packed: bool = False) -> str:
@@ -189,6 +205,6 @@ class Band:
         return "band"
 
 
-__all__ = ["ALIGNMENTS", "Band", "IO_ROLES", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES",
+__all__ = ["ALIGNMENTS", "Band", "IO_ROLES", "features", "role_names", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES",
            "SIDE_ROLES", "TENSORS", "TensorRole", "caller_name", "gqa_accepted", "heads_divide", "inputs", "outputs",
            "resolved_scale", "valid_scale"]

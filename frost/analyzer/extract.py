@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from frost.analyzer.facts import Facts, MemoryLayout
 from frost.limits import SEQ_STRIDE_LIMIT
+from frost.spec import features
 from frost.ir.ops import AttentionOp, SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import Layout, TensorSpec, contiguous_strides, layout_strides
 
@@ -111,8 +112,7 @@ def facts_for(graph: Graph, op: SdpaOp | str) -> Facts:
         varlen=op.ragged, head_dim_qk=head_dim_qk, head_dim_v=v.shape[-1],
         attn_scale=op.attn_scale if op.attn_scale is not None else 1.0 / math.sqrt(head_dim_qk),
         mask=op.mask_kind, alignment=op.alignment, band_left=band_left, band_right=band_right,
-        has_padding_q=ins.seq_len_q is not None, has_padding_kv=ins.seq_len_kv is not None,
-        has_sink=ins.sink is not None, has_dlse=getattr(ins, "dlse", None) is not None,
+        **features(ins),
         deterministic=getattr(op, "deterministic", False),
         layout=("thd" if all(_is_thd(ts[n]) for n in io) else "strided") if op.ragged else _layout(mems),
         head_dim_contiguous=all(m.head_dim_contiguous for m in mems),

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from frost import spec
 from frost.analyzer.extract import facts_for
 from frost.analyzer.facts import Facts
 from frost.analyzer.netgraph import op_node
@@ -61,19 +62,24 @@ class Pattern:
         return "; ".join(problems) or self.where(b)
 
 
-def _dsink_iff_sink(b: Binding) -> Optional[str]:
-    if ("sink" in b.reads) != ("dsink" in b.writes):
-        return "a dsink output is emitted exactly when a sink input is read"
+def _gradients_iff_inputs(b: Binding) -> Optional[str]:
+    """An optional input's gradient output (frost.spec: dsink of sink) is emitted exactly when the input is read."""
+    for grad in spec.outputs("backward"):
+        if grad.optional and grad.grad_of is not None and (grad.grad_of in b.reads) != (grad.role in b.writes):
+            return f"a {grad.role} output is emitted exactly when a {grad.grad_of} input is read"
     return None
 
 
-SDPA_BACKWARD = Pattern(op="sdpa_backward", needs=("q", "k", "v", "o", "do", "lse"),
-                        may=("sink", "dlse", "seq_len_q", "seq_len_kv", "cu_seqlens_q", "cu_seqlens_kv"),
-                        emits=("dq", "dk", "dv", "dsink"),
-                        where=_dsink_iff_sink)
+def _pattern(kind: spec.Kind, where: Callable[[Binding], Optional[str]] = _fits_always) -> Pattern:
+    """The pattern of an attention op kind, read off frost.spec: its required and optional inputs, its outputs."""
+    ins = spec.inputs(kind, packed=False)   # a packed op adds the offsets (may)
+    return Pattern(op=f"sdpa_{kind}", needs=spec.role_names(ins, optional=False),
+                   may=spec.role_names(ins, optional=True) + spec.OFFSETS, emits=spec.role_names(spec.outputs(kind)),
+                   where=where)
 
-SDPA_FORWARD = Pattern(op="sdpa_forward", needs=("q", "k", "v"),
-                       may=("sink", "seq_len_q", "seq_len_kv", "cu_seqlens_q", "cu_seqlens_kv"), emits=("o", "lse"))
+
+SDPA_BACKWARD = _pattern("backward", where=_gradients_iff_inputs)
+SDPA_FORWARD = _pattern("forward")
 
 PATTERNS: tuple[Pattern, ...] = (SDPA_BACKWARD, SDPA_FORWARD)
 

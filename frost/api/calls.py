@@ -59,8 +59,7 @@ class Call:
                                outputs=SdpaForwardOutputs(o="o", lse="lse"), **mask)
         else:
             op = SdpaBackwardOp(name="attn", inputs=SdpaInputs(q="q", k="k", v="v", **named),
-                                outputs=SdpaOutputs(dq="dq", dk="dk", dv="dv",
-                                                    dsink="dsink" if "sink" in tensors else None),
+                                outputs=SdpaOutputs(**{r: r for r in outputs}),
                                 deterministic=self.deterministic, **mask)
         suffix = "_varlen" if self.layout.packed else ""
         return Graph(name=f"sdpa_{self.kind}{suffix}", tensors=tuple(specs.values()), ops=(op,))

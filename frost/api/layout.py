@@ -64,12 +64,13 @@ class Layout:
         return {"o": q.new_empty(shape), "lse": torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)}
 
     def backward_outputs(self, given: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Fresh dq, dk, dv laid out like q, k, v (and dsink fp32 with a sink)."""
-        fresh = torch.zeros_like if self.packed else torch.empty_like
-        grads = {f"d{r}": fresh(given[r]) for r in ("q", "k", "v")}
-        sink = given.get("sink")
-        if sink is not None:
-            grads["dsink"] = torch.zeros(sink.shape, dtype=torch.float32, device=sink.device)
+        """Fresh gradients (frost.spec: dq, dk, dv, and dsink with a sink), each laid out like its input; zeros
+        where a kernel may not write every element (packed tokens outside every sequence; dsink)."""
+        grads = {}
+        for grad in spec.outputs("backward"):
+            src = given.get(grad.grad_of or "")
+            if src is not None:
+                grads[grad.role] = (torch.zeros_like if self.packed or grad.optional else torch.empty_like)(src)
         return grads
 
 

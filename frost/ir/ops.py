@@ -11,7 +11,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictBool, S
                       ValidationInfo, field_validator, model_validator)
 
 from frost.errors import GraphError, UnknownOp
-from frost.spec import Alignment, Band, MaskKind
+from frost.spec import Alignment, Band, Kind, MaskKind
 
 STRUCTURED_OPS: tuple[str, ...] = ("sdpa_backward", "sdpa_forward")   # op kinds with named inputs frost serves
 
@@ -79,6 +79,11 @@ class SdpaOp(BaseModel):
     alignment: Alignment = "top_left"
     band_left: StrictInt | None = None
     band_right: StrictInt | None = None
+
+    @property
+    def kind(self) -> Kind:
+        """"forward" or "backward": the op kind's name in frost.spec (which inputs it reads, which it writes)."""
+        return "forward" if self.op == "sdpa_forward" else "backward"
 
     @property
     def band(self) -> tuple[int | None, int | None]:

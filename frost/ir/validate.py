@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from frost.spec import gqa_accepted, heads_divide, valid_scale
+from frost.spec import gqa_accepted, heads_divide, inputs, outputs, valid_scale
 from frost.errors import GraphError
 from frost.ir.ops import SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import IO_DTYPES, TensorSpec
@@ -98,42 +98,45 @@ def _heads_q(op: SdpaOp, ts: dict[str, TensorSpec], frame: _Frame) -> int:
 
 
 def _check_side_inputs(op: SdpaOp, ts: dict[str, TensorSpec], frame: _Frame) -> None:
-    """sink fp32 (Hq,), seq_len_q / seq_len_kv int32 (B,), where given."""
-    if op.inputs.sink is not None:
-        sink = ts[op.inputs.sink]
-        _expect_dtype(sink, "sink", ("float32",))
-        _expect_shape(sink, "sink", (_heads_q(op, ts, frame),), "(Hq,)")
-    for role in ("seq_len_q", "seq_len_kv"):
-        name = getattr(op.inputs, role)
-        if name is not None:
-            t = ts[name]
-            _expect_dtype(t, role, ("int32",))
-            _expect_shape(t, role, (frame.batch,), "(B,)" if frame.lead else "(B,), one valid length per sequence")
+    """The optional inputs frost.spec declares for the op, where given, in their dtype: a one-dim one as (Hq,) or
+    (B,) (fp32 sink, int32 seq_len_q / seq_len_kv), a wider one in the shape of the required input it is declared
+    like (dlse, the shape of lse)."""
+    dims = {"Hq": _heads_q(op, ts, frame), "B": frame.batch}
+    required = {r.dense_shape: r for r in inputs(op.kind, packed=False) if not r.optional}
+    for role in inputs(op.kind, packed=False):
+        name = getattr(op.inputs, role.role, None)
+        if not role.optional or name is None:
+            continue
+        t = ts[name]
+        _expect_dtype(t, role.role, (role.dtype,))
+        if len(role.dense_shape) == 1:
+            (dim,) = role.dense_shape
+            meaning = f"({dim},)" if frame.lead or dim != "B" else "(B,), one valid length per sequence"
+            _expect_shape(t, role.role, (dims[dim],), meaning)
+        else:
+            like = required[role.dense_shape].role
+            _expect_shape(t, role.role, ts[getattr(op.inputs, like)].shape,
+                          f"{frame.meaning('Hq', 'Sq')}, the shape of {like}")
 
 
-def _check_optional_inputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec], frame: _Frame) -> None:
-    _check_side_inputs(op, ts, frame)
-    if op.inputs.dlse is not None:
-        dlse = ts[op.inputs.dlse]
-        _expect_dtype(dlse, "dlse", ("float32",))
-        _expect_shape(dlse, "dlse", ts[op.inputs.lse].shape, f"{frame.meaning('Hq', 'Sq')}, the shape of lse")
-
-
-def _check_outputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec], frame: _Frame) -> None:
+def _check_outputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec]) -> None:
+    """Each gradient output (frost.spec: dq, dk, dv, dsink) in the shape and dtype of its input, and an optional
+    one exactly when its input is given."""
     io_dtype = ts[op.inputs.q].dtype
-    for role, src in (("dq", op.inputs.q), ("dk", op.inputs.k), ("dv", op.inputs.v)):
-        t = ts[getattr(op.outputs, role)]
-        _expect_shape(t, role, ts[src].shape, f"the shape of {src!r}")
-        if t.dtype != io_dtype:
-            raise GraphError(f"{role} tensor {t.name!r}.dtype", t.dtype, f"{io_dtype} (the io dtype)")
-    has_sink, has_dsink = op.inputs.sink is not None, op.outputs.dsink is not None
-    if has_sink != has_dsink:
-        raise GraphError(f"sdpa_backward {op.name!r}.outputs.dsink", op.outputs.dsink,
-                         "a dsink output exactly when a sink input is given")
-    if op.outputs.dsink is not None:
-        t = ts[op.outputs.dsink]
-        _expect_dtype(t, "dsink", ("float32",))
-        _expect_shape(t, "dsink", (_heads_q(op, ts, frame),), "(Hq,)")
+    for grad in outputs("backward"):
+        assert grad.grad_of is not None
+        name, src = getattr(op.outputs, grad.role), getattr(op.inputs, grad.grad_of)
+        if (name is None) != (src is None):
+            raise GraphError(f"sdpa_backward {op.name!r}.outputs.{grad.role}", name,
+                             f"a {grad.role} output exactly when a {grad.grad_of} input is given")
+        if name is None or src is None:
+            continue
+        t = ts[name]
+        _expect_shape(t, grad.role, ts[src].shape, f"the shape of {src!r}")
+        dtype = io_dtype if grad.dtype == "io" else grad.dtype
+        if t.dtype != dtype:
+            raise GraphError(f"{grad.role} tensor {t.name!r}.dtype", t.dtype,
+                             f"{dtype} (the io dtype)" if grad.dtype == "io" else dtype)
 
 
 def _check_attrs(op: SdpaOp) -> None:
@@ -150,8 +153,8 @@ def check_sdpa_backward(op: SdpaBackwardOp, ts: dict[str, TensorSpec]) -> None:
     """Raise GraphError at the first inconsistency between the op, its attributes and its tensors."""
     _check_attrs(op)
     frame = _check_io(op, ts, check_ragged_wiring(op, ts))
-    _check_optional_inputs(op, ts, frame)
-    _check_outputs(op, ts, frame)
+    _check_side_inputs(op, ts, frame)
+    _check_outputs(op, ts)
 
 
 def check_sdpa_forward(op: SdpaForwardOp, ts: dict[str, TensorSpec]) -> None:

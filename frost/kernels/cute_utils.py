@@ -309,19 +309,27 @@ def add_from_global(acc: cute.Tensor, g: cute.Tensor):
 
 @cute.jit
 def store_acc(acc: cute.Tensor, g: cute.Tensor, coords: cute.Tensor, row_limit: Int32, col_limit: Int32,
-              scale: Float32 | None = None):
+              scale: Float32 | None = None, zero_from_row: Int32 | None = None):
     """g = acc (already in g's dtype), or with ``scale`` g = scale * acc converted to g's dtype: two adjacent
     columns per store, pairs past (row_limit, col_limit) skipped. ``coords``: the (row, column) of each element (a
-    partition of an identity tensor like ``g``)."""
+    partition of an identity tensor like ``g``). ``zero_from_row``: rows from it on are stored as zeros, whatever
+    the accumulator holds (padding: selected, not multiplied, so a NaN there goes nowhere)."""
     pairs = acc_pairs(acc)
     for k in cutlass.range_constexpr(len(pairs)):
         crd = pairs[k]
         rc = coords[(0, crd[0][1]), crd[1], crd[2]]
         if (rc[0] < row_limit) & (rc[1] < col_limit):
             if cutlass.const_expr(scale is None):
-                g[crd].store(acc[crd].load())
+                val = acc[crd].load()
             else:
-                g[crd].store((acc[crd].load() * scale).to(g.element_type))
+                val = (acc[crd].load() * scale).to(g.element_type)
+            if cutlass.const_expr(zero_from_row is None):
+                g[crd].store(val)
+            else:
+                if rc[0] < zero_from_row:
+                    g[crd].store(val)
+                else:
+                    g[crd].store(cute.zeros_like(val))
 
 
 @dsl_user_op

@@ -4,7 +4,10 @@ Per block (all batches and heads): recompute P from the saved LSE, then dV += P�
 dS = P∘(dP − Δ), dQ = scale·dS·K, dK += scale·dSᵀ·Q and dSink −= Σ exp(sink − LSE)·Δ, with
 Δ = rowsum(dO∘O) − dLSE: a gradient dLSE on the forward's LSE output adds dLSE·∂LSE/∂S = dLSE·P to dS (and
 dLSE·exp(sink − LSE) to dSink), which is the same as lowering Δ by dLSE.
-Padded query rows are zeroed before use, so garbage (even NaN) in their O, dO or LSE reaches no output."""
+Padded query rows are zeroed before use, so garbage (even NaN) in their O, dO or LSE reaches no output. dS is
+selected to exactly 0 on masked entries (a NaN Δ_i or dP_ij there is never multiplied in), and every sum over
+rows or keys runs over kept entries only (scores.kept_matmul), so a NaN reaches exactly the gradients whose
+formula reads it. dSink's weight exp(sink − LSE) takes its limits (scores.sink_weight)."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from frost.reference import mask as masks
 from frost.reference.blocks import block_rows_for, empty_like_layout, grouped_rows, row_blocks
 from frost.reference.inputs import ReferenceProblem, check_backward_tensors, resolve
 from frost.reference.numerics import as_operand
-from frost.reference.scores import masked_scores, probabilities
+from frost.reference.scores import kept_matmul, masked_scores, probabilities, sink_weight
 
 
 @dataclass
@@ -29,12 +32,17 @@ class _Grads:
     dsink: torch.Tensor  # (Hkv, G)
 
 
-def _group_sum_t(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Σ over group and rows of aᵀ·b for (B, Hkv, G, rows, X) and (B, Hkv, G, rows, Y): one matmul whose
-    reduction runs over the whole group, giving (B, Hkv, X, Y)."""
-    bs, hkv, g, r = a.shape[:4]
-    a, b = a.reshape(bs, hkv, g * r, a.shape[-1]), b.reshape(bs, hkv, g * r, b.shape[-1])
-    return torch.matmul(a.transpose(-1, -2), b)
+def _group_sum_t(a: torch.Tensor, b: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """Σ over group and kept rows of aᵀ·b for (B, Hkv, G, rows, Skv) and (B, Hkv, G, rows, Y): one matmul whose
+    reduction runs over the whole group, giving (B, Hkv, Skv, Y). `keep` (B, rows, Skv): a row adds nothing to
+    the keys it does not attend, even where its b is NaN."""
+    bs, hkv, g, r, skv = a.shape
+    a, b = a.reshape(bs, hkv, g * r, skv), b.reshape(bs, hkv, g * r, b.shape[-1])
+
+    def keep_t() -> torch.Tensor:
+        return keep[:, None, None].expand(bs, 1, g, r, skv).reshape(bs, 1, g * r, skv).transpose(-1, -2)
+
+    return kept_matmul(a.transpose(-1, -2), b, keep_t)
 
 
 def _live(x: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -55,14 +63,15 @@ def _block(p: ReferenceProblem, t: dict, sink: torch.Tensor | None, acc: _Grads,
         delta = delta - _live(grouped_rows(t["dlse"], hkv, i0, i1, cd), rows)
     lse = grouped_rows(t["lse"], hkv, i0, i1, cd)
     prob = probabilities(masked_scores(q, t["k"], p.scale, keep), lse, keep)
-    acc.dv += _group_sum_t(as_operand(prob, io), do)
+    acc.dv += _group_sum_t(as_operand(prob, io), do, keep)
+    kept = keep[:, None, None]
     ds = prob * (torch.matmul(do, t["v"].transpose(-1, -2)) - delta[..., None])
-    ds = as_operand(ds, io)
-    dq = torch.matmul(ds, t["k"]) * p.scale
+    ds = as_operand(torch.where(kept, ds, torch.zeros((), dtype=ds.dtype, device=ds.device)), io)
+    dq = kept_matmul(ds, t["k"], lambda: kept) * p.scale
     acc.dq[:, :, i0:i1] = dq.reshape(p.batch, p.heads_q, i1 - i0, p.dim_qk)
-    acc.dk += _group_sum_t(ds, q) * p.scale
+    acc.dk += _group_sum_t(ds, q, keep) * p.scale
     if sink is not None:
-        weight = _live(torch.exp(sink - torch.where(rows, lse, sink)), rows)
+        weight = _live(sink_weight(sink, lse), rows)
         acc.dsink -= (weight * delta).sum(dim=(0, 3))
 
 

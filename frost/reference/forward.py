@@ -1,7 +1,8 @@
 """Reference forward: O and LSE (sink included), one query block at a time.
 
 Convention for padded query rows (i >= seq_len_q[b]): O = 0 and LSE = −∞, as for a row that sees no key and
-has no sink. A valid row with no valid key but a sink gets LSE = sink and O = 0."""
+has no sink. A valid row with no valid key but a sink gets LSE = sink and O = 0. Non-finite inputs follow the
+math (scores.py): O sums over kept keys only, so a NaN in V reaches only the rows that attend its key."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from frost.reference import mask as masks
 from frost.reference.blocks import block_rows_for, empty_like_layout, grouped_rows, row_blocks
 from frost.reference.inputs import ReferenceProblem, resolve
 from frost.reference.numerics import as_operand
-from frost.reference.scores import masked_scores, probabilities
+from frost.reference.scores import kept_matmul, masked_scores, probabilities
 
 
 def _block(p: ReferenceProblem, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, sink: torch.Tensor | None,
@@ -24,7 +25,9 @@ def _block(p: ReferenceProblem, q: torch.Tensor, k: torch.Tensor, v: torch.Tenso
         lse = torch.logaddexp(lse, sink)
     rows = masks.row_valid(p.mask, i0, i1)[:, None, None]
     lse = lse.masked_fill(~rows, float("-inf"))
-    o = torch.matmul(as_operand(probabilities(s, lse, keep), p.io_dtype), v)
+    # a row whose LSE is −∞ weighs nothing and reads no V (O = 0, as for a row that sees no key)
+    live = lambda: keep[:, None, None] & (lse != float("-inf"))[..., None]  # noqa: E731
+    o = kept_matmul(as_operand(probabilities(s, lse, keep), p.io_dtype), v, live)
     return o, lse
 
 

@@ -25,13 +25,14 @@ ordering.dq_order_wait). Large head dims walk the query tiles twice
 Loads are cp.async (16 B per thread), with Q (+ LSE, delta) and dO double-buffered where shared memory allows;
 a single-buffered operand is refilled right after the mid-step barrier, overlapping the dQ GEMM. Everything outside
 the batch's valid range (rows past seq_len_q[b] / keys past seq_len_kv[b], columns past the head dim) is
-zero-filled in shared memory, so padded keys get exact-zero dK/dV rows (the whole tile is stored) and padded rows
-add exact zeros to dQ. The walk is trimmed to the query tiles the band and the lengths let see the KV tile
+zero-filled in shared memory, so padded keys get zero dK/dV rows (the whole tile is stored, padded keys selected
+to zeros: _store_dkv) and padded rows add zeros to dQ (NaN where a non-finite K or V row of their tile meets their
+zero-filled Q or dO: the dQ convert and the dQ GEMM write zeros for them, an ordered set's direct store writes what
+it holds, docs/nonfinite.md). The walk is trimmed to the query tiles the band and the lengths let see the KV tile
 (mask.py), so a window-W backward costs O(S*W). Deterministic mode (and narrow bands) order the dQ adds (see
 ordering.dq_order_wait). d80 runs bwd_main_lag's step instead (dQ one step behind, one CTA barrier per step), d96
-and d128 that step on per-stage mbarriers with three Q/dO stages (bwd_main_pipe), in both dQ orders. The dq_gemm
-sets (d96/d128 deterministic mode, d160 both modes) store dS^T for a dQ GEMM of their own instead (bwd_main_ds,
-dq_gemm.py).
+and d128 that step on per-stage mbarriers with three Q/dO stages (bwd_main_pipe), in both dQ orders. The dq_gemm sets (d96/d128 deterministic mode, d160 both modes) store dS^T
+for a dQ GEMM of their own instead (bwd_main_ds, dq_gemm.py).
 
 Batch, heads, GQA group, sequence lengths (full and per batch), logical head dims, strides, the scale, the band
 bounds, the alignment and the feature flags are runtime values; the compiled code depends only on the dtype and
@@ -49,7 +50,7 @@ from cutlass.cute.nvgpu import warp
 
 from frost.kernels import cute_utils as cutil
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
-from frost.kernels.mask import FLAG_ORDERED_DQ
+from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SEQ_KV, batch_length
 from frost.kernels.backward.ordering import block_order, dq_order_peek, dq_order_wait, kv_tile_of_block
 from frost.kernels.backward.rowwise import packed_acc_layout, segment_acc
 from frost.kernels.segments import rebased, segment
@@ -192,8 +193,8 @@ class BwdMainKernel(MainSetup, MainDq):
             cute.arch.sync_threads()
             if cutlass.const_expr(do_dk):
                 self._dq_release_last(ld, walk)
-            self._store_dkv(mm, acc, self._epilogue_views(a, g), a.K.shape[2], a.Q.shape[3], a.V.shape[3],
-                            a.scale, do_dv, do_dk)
+            self._store_dkv(mm, acc, self._epilogue_views(a, g), a.K.shape[2], self._epilogue_keys(a, mask),
+                            a.Q.shape[3], a.V.shape[3], a.scale, do_dv, do_dk)
 
     def _segment_args(self, a):
         """The kernel's arguments, for a packed problem (``varlen``) with every tensor re-based onto this CTA's
@@ -211,6 +212,13 @@ class BwdMainKernel(MainSetup, MainDq):
             setattr(moved, name, rebased(getattr(a, name), start_kv, extent_kv))
         moved.dQacc = segment_acc(a.dQacc, start_q, batch, self.D)
         return moved
+
+    @cute.jit
+    def _epilogue_keys(self, a, mask):
+        """Hook: the batch's key length (seq_len_kv[b]) for the epilogue's padded-key zeros, derived again from the
+        kernel's arguments (through cutil.opaque_i32, so that nothing of the walk's stays live across it)."""
+        _, _, batch = kv_tile_of_block(cutil.opaque_i32(a.flags))
+        return batch_length(a.SeqKV, a.flags, FLAG_SEQ_KV, batch, a.K.shape[2])
 
     def _epilogue_views(self, a, g):
         """Hook: the gmem views a pass stores dK/dV through (its own, made before the walk)."""
@@ -430,18 +438,21 @@ class BwdMainKernel(MainSetup, MainDq):
 
     # ------------------------------------------------------------------------------------------------ epilogue
     @cute.jit
-    def _store_dkv(self, mm, acc, g, seqlen_kv, hd, hdv, scale, do_dv: cutlass.Constexpr,
+    def _store_dkv(self, mm, acc, g, seqlen_kv, keys, hd, hdv, scale, do_dv: cutlass.Constexpr,
                    do_dk: cutlass.Constexpr):
-        """dK/dV of the whole tile up to the tensor's extent: keys past the batch's length (never visible) hold
-        exact zeros in the accumulators, so padded rows come out as zeros."""
+        """dK/dV of the whole tile up to the tensor's extent; keys past the batch's length ``keys`` (padding, never
+        visible) are stored as zeros, selected at the store (cutil.store_acc): their accumulators hold zeros for finite
+        inputs, but a hidden P = 0 or dS = 0 times a NaN (a NaN dO row or delta of the tile's query rows) is NaN."""
         coords = mm.thr_acc.partition_C(g.cdKV)
         if cutlass.const_expr(do_dv):
             coords_v = coords if self.DV == self.D else mm.thr_acc.partition_C(g.cdV)
-            cutil.store_acc(cutil.convert(acc.dV, self.dtype), mm.thr_acc.partition_C(g.gdV), coords_v, seqlen_kv, hdv)
+            cutil.store_acc(cutil.convert(acc.dV, self.dtype), mm.thr_acc.partition_C(g.gdV), coords_v, seqlen_kv, hdv,
+                            zero_from_row=keys)
         if cutlass.const_expr(do_dk):
             for i in cutlass.range_constexpr(cute.size(acc.dK)):
                 acc.dK[i] = acc.dK[i] * scale
-            cutil.store_acc(cutil.convert(acc.dK, self.dtype), mm.thr_acc.partition_C(g.gdK), coords, seqlen_kv, hd)
+            cutil.store_acc(cutil.convert(acc.dK, self.dtype), mm.thr_acc.partition_C(g.gdK), coords, seqlen_kv, hd,
+                            zero_from_row=keys)
 
 
 def smem_storage(dtype, tiles: dict, vec_len: int = 0, mbarriers: int = 0):

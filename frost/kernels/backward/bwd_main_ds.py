@@ -114,6 +114,10 @@ class BwdMainRowsDsKernel(_StoresDs, BwdMainKernel):
         """Nothing: a dq_gemm set never orders dQ (the Launch refuses such a problem), and the values of the ordered
         path's last release, held across the walk, spilled on sm_90a fp16 at d160."""
 
+    def _epilogue_keys(self, a, mask):
+        """The walk's key length: re-derived (the base's way) it spilled on sm_90a fp16."""
+        return mask.seqlen_kv
+
     @cute.jit
     def _epilogue_views(self, a, g):
         """dK/dV's gmem views made again after the walk, from a CTA position the compilers cannot merge with the

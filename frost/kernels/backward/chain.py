@@ -63,5 +63,5 @@ class BackwardChain:
         if cutlass.const_expr(self.main_writes_dq):
             run_convert = run_convert & ((flags & FLAG_SINK) != 0)
         if run_convert:
-            self.dq_convert(pdQacc, pdQ, pDsinkPart, pDsink, pCuQ, batch, heads, seqlen_q, seqlen_q_pad, head_dim,
-                            tokens_q, acc_rows, flags, dq_sb, dq_sh, dq_ss, scale, stream)
+            self.dq_convert(pdQacc, pdQ, pDsinkPart, pDsink, pCuQ, pSeqQ, batch, heads, seqlen_q, seqlen_q_pad,
+                            head_dim, tokens_q, acc_rows, flags, dq_sb, dq_sh, dq_ss, scale, stream)

@@ -22,8 +22,9 @@ block; A = dS through ldmatrix, transposed from dS^T), in trips of
 ``stages`` steps so that each step's stage is a constant. A group adds a chunk only when the chunk's KV tile
 visited its query tile (mask.n_block_range, the inverse of the main kernel's walk), so its sum runs over exactly
 the tiles the main kernel stored; the others' dS chunks are loaded anyway (workspace never written, inside the
-region, never multiplied: cheaper than predicating the loads). Rows of a query tile no KV tile visits, and rows
-past the batch's length (whose dS is exactly zero), come out as zeros. One CTA barrier per chunk (per-stage
+region, never multiplied: cheaper than predicating the loads). Rows of a query tile no KV tile visits come out
+as zeros; rows past the batch's length are not written (the preprocess zeroed them: their dS, exactly zero for
+finite inputs, is NaN where a non-finite K or V row shares their tile). One CTA barrier per chunk (per-stage
 mbarriers, letting warps drift a chunk apart, cost a stage and gain nothing here).
 
 Grid: (ceil(seqlen_q / (tiles * QM)), heads, batch), or on causal-like walks (heads, batch, query tile groups)
@@ -143,7 +144,8 @@ class DqGemmKernel:
                     if (kv_tile >= own_begin) & (kv_tile < own_end):
                         cutil.gemm_ss(mm.mma, acc, mm.cA, mm.sdS[None, None, None, j], mm.rA, mm.rA_v, mm.cB,
                                    mm.sKt[None, None, None, j], mm.rB, mm.rB_v)
-        cutil.store_acc(acc, out.g, out.coords, out.rows, mK.shape[3], scale)
+        # rows past the batch's length keep the preprocess's zeros (its _zero_unwritten_dq)
+        cutil.store_acc(acc, out.g, out.coords, seqlen_q, mK.shape[3], scale)
 
     # ------------------------------------------------------------------------------------------------ helpers
     @cute.jit
@@ -222,9 +224,8 @@ class DqGemmKernel:
 
     @cute.jit
     def _output(self, mm, dq_bh: cute.Tensor, m_tile):
-        """This thread's part of the group's query tile of dQ (rows up to the tensor's extent), with coordinates."""
+        """This thread's part of the group's query tile of dQ, with coordinates."""
         return SimpleNamespace(
             g=mm.thr.partition_C(cute.local_tile(dq_bh, (QM, self.D), (m_tile, 0))),
             coords=mm.thr.partition_C(cute.local_tile(cute.make_identity_tensor(dq_bh.shape), (QM, self.D),
-                                                      (m_tile, 0))),
-            rows=dq_bh.shape[0])
+                                                      (m_tile, 0))))

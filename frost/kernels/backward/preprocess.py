@@ -8,7 +8,8 @@ read). Also zeroes the fp32 dQ accumulator (padded rows included) or, in a set w
 (rows past seq_len_q[b] and rows that see no key; the others are written by their query tile's last visitor)
 and the dQ-order semaphores of its rows, and, with a sink, writes this CTA's dsink partial -sum_{valid rows}
 exp(sink_h - LSE) * delta into ``dsink_part[b, h, blk]`` (summed in a fixed order, so deterministic; the
-dq-convert kernel reduces the partials).
+dq-convert kernel reduces the partials); the weight takes its limits at sink = LSE = +inf (1) and sink = -inf (0),
+and a NaN delta or LSE stays NaN in dsink, as the math says.
 
 Grid: (seqlen_q_pad / 128, heads, batch), 128 threads; compiled per (dtype, head_dim_pad)."""
 
@@ -112,7 +113,7 @@ class PreprocessKernel(rw.RowwiseKernel):
                     lse = mLSE[batch, head, row]
                     lse2 = lse * LOG2_E if lse != -Float32.inf else Float32(math.inf)
                     if has_sink:
-                        term = cute.math.exp2((sink - lse) * LOG2_E) * delta
+                        term = sink_weight(sink, lse) * delta
                 mLSE2[batch, head, row] = lse2
                 mDelta[batch, head, row] = delta
                 sTerm[local] = term
@@ -173,3 +174,12 @@ class PreprocessKernel(rw.RowwiseKernel):
         block = cute.local_tile(acc_bh, (rw.ROWS_PER_CTA * self.D,), (blk,))
         for i in cutlass.range_constexpr(rw.ROWS_PER_CTA * self.D // 4 // rw.NUM_THREADS):
             rw.chunk_view(block, i * rw.NUM_THREADS + tidx, 4).store(zero.load())
+
+
+@cute.jit
+def sink_weight(sink: Float32, lse: Float32) -> Float32:
+    """exp(sink - LSE), the sink's share of a row, with its limits where the difference is inf - inf: 1 where
+    sink = LSE = +inf (all weight on the sink), 0 where sink = -inf (no sink; also where LSE = -inf). NaN stays NaN."""
+    w = cute.math.exp2((sink - lse) * LOG2_E)
+    w = Float32(1.0) if sink == lse else w
+    return Float32(0.0) if sink == -Float32.inf else w

@@ -18,7 +18,10 @@ cp.async (16 B), zero-filled outside the batch's rows/keys and the logical head 
 V while Q.K^T runs. The epilogue folds in the sink (natural-log units, not scaled): with M = max(m,
 sink * log2(e)), LSE = ln2 * (M + log2(l * 2^(m - M) + 2^(sink log2(e) - M))) and O = O * 2^(m - M) / that sum.
 A padded row (i >= seq_len_q[b]) gets O = 0 and LSE = -inf; a valid row that sees no key O = 0 and LSE = sink
-(-inf without one); rows past Sq are not written.
+(-inf without one); rows past Sq are not written. Non-finite inputs follow the math (finish_row): NaN scores reach
+the row sum (fmax skips them in the max), a +inf score or sink gives LSE = +inf, a NaN sink LSE = NaN. Within a
+visited tile P.V multiplies a masked P = 0 by every V row of the tile, so a NaN or inf in V reaches column d of O in
+the tile's rows that do not see that key (docs/nonfinite.md).
 
 Batch, heads, GQA group, sequence lengths (full and per batch), logical head dims, strides, scale, band bounds,
 alignment and the sink are runtime values; the compiled code depends on the dtype and the tile (tiles.py)."""
@@ -40,6 +43,8 @@ from frost.kernels.segments import rebased, segment
 
 LN_2 = 0.6931471805599453
 NEG_INF = float("-inf")
+POS_INF = float("inf")
+NAN = float("nan")
 
 
 class FwdKernel:
@@ -277,12 +282,16 @@ class FwdKernel:
         row0 = m_block * self.M
         for r in cutlass.range_constexpr(cute.size(o_mn, mode=[0])):
             row = row0 + c_mn[r, 0][0]
-            o_scale, lse2 = finish_row(quad_sum(row_sum[r]), row_max[r], sink2)
+            total = quad_sum(row_sum[r])
+            o_scale, lse2 = finish_row(total, row_max[r], sink2)
             if row >= seqlen_q:
-                o_scale, lse2 = Float32(0.0), Float32(NEG_INF)
+                lse2 = Float32(NEG_INF)
+            # a padded row, and a row that weighed no key (sum 0: none visible, or every score -inf), read nothing:
+            # O = 0 selected, not multiplied (a NaN in a V row its tile loaded reaches its accumulator as 0 * NaN)
+            empty = (row >= seqlen_q) | (total == Float32(0.0))
             lse_row[r] = lse2 * LN_2
             for c in cutlass.range_constexpr(cute.size(o_mn, mode=[1])):
-                o_mn[r, c] = o_mn[r, c] * o_scale
+                o_mn[r, c] = Float32(0.0) if empty else o_mn[r, c] * o_scale
         o_bh = mO[batch, head, None, None]
         gO = cute.local_tile(o_bh, (self.M, self.DV), (m_block, 0))
         cO = cute.local_tile(cute.make_identity_tensor(o_bh.shape), (self.M, self.DV), (m_block, 0))
@@ -366,14 +375,19 @@ def rescale_row(o_mn: cute.Tensor, r: cutlass.Constexpr, corr: Float32):
 
 @cute.jit
 def finish_row(total: Float32, m: Float32, sink2: Float32):
-    """(O's factor, LSE in log2 units) of a row from its sum of exp2(S - m), its max m (log2 units; -inf: no key)
-    and the sink * log2(e) (-inf: none)."""
+    """(O's factor, LSE in log2 units) of a row from its sum of exp2(S - m), its max m (log2 units; -inf: no key;
+    fmax skips NaN scores, whose exp2 makes the sum NaN) and the sink * log2(e) (-inf: none). Non-finite inputs
+    follow the math: a +inf score or sink takes all the weight (LSE = +inf; factor 0, so O is 0, or NaN where a P
+    was NaN); a NaN sink, or a NaN score without a +inf one, makes LSE and the factor NaN."""
     top = cute.arch.fmax(m, sink2)
     o_scale, lse2 = Float32(0.0), Float32(NEG_INF)
     if top != Float32(NEG_INF):
         kept = cute.math.exp2(m - top, fastmath=True)
         denom = total * kept + cute.math.exp2(sink2 - top, fastmath=True)
-        if denom > Float32(0.0):
-            o_scale = kept / denom
-            lse2 = top + cute.math.log2(denom, fastmath=False)
+        o_scale = kept / denom
+        lse2 = top + cute.math.log2(denom, fastmath=False)
+    if top == Float32(POS_INF):
+        o_scale, lse2 = Float32(0.0), Float32(POS_INF)
+    if (sink2 != sink2) | ((total != total) & (m != Float32(POS_INF))):
+        o_scale, lse2 = Float32(NAN), Float32(NAN)
     return o_scale, lse2
