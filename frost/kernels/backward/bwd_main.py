@@ -447,12 +447,12 @@ class BwdMainKernel(MainSetup, MainDq):
         if cutlass.const_expr(do_dv):
             coords_v = coords if self.DV == self.D else mm.thr_acc.partition_C(g.cdV)
             cutil.store_acc(cutil.convert(acc.dV, self.dtype), mm.thr_acc.partition_C(g.gdV), coords_v, seqlen_kv, hdv,
-                         zero_from_row=keys)
+                            zero_from_row=keys)
         if cutlass.const_expr(do_dk):
             for i in cutlass.range_constexpr(cute.size(acc.dK)):
                 acc.dK[i] = acc.dK[i] * scale
             cutil.store_acc(cutil.convert(acc.dK, self.dtype), mm.thr_acc.partition_C(g.gdK), coords, seqlen_kv, hd,
-                         zero_from_row=keys)
+                            zero_from_row=keys)
 
 
 def smem_storage(dtype, tiles: dict, vec_len: int = 0, mbarriers: int = 0):
