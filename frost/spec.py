@@ -121,6 +121,34 @@ def caller_name(role: str, packed: bool = False) -> str:
     return spec.name(packed) if spec is not None else role
 
 
+
+@dataclass(frozen=True)
+class InputFeature:
+    """What an optional input turns on, as every layer above the kernels names it: the Facts flag its presence sets,
+    the Capability flag that offers it, its tag in compile keys and a report's facts line, its support-matrix row,
+    and the decline rule an engine without it gives (what it accepts instead, one line for the matrix)."""
+
+    facts: str
+    capability: str
+    tag: str
+    row: dict[Kind, str]
+    accepted: str
+    declined: str
+
+
+INPUT_FEATURES: tuple[InputFeature, ...] = (
+    InputFeature("has_padding_q", "padding", "padq", {"backward": "Padding (seq_len_q / seq_len_kv)",
+                                                       "forward": "Padding (seq_len_q / seq_len_kv)"},
+                 "no seq_len_q tensor (pack or unpad the batch)", "per-batch query lengths (seq_len_q) are not served"),
+    InputFeature("has_padding_kv", "padding", "padkv", {}, "no seq_len_kv tensor (pack or unpad the batch)",
+                 "per-batch key/value lengths (seq_len_kv) are not served"),
+    InputFeature("has_sink", "sink", "sink", {"backward": "Sink + dsink", "forward": "Sink"}, "no sink input",
+                 "a learnable attention sink (and its dsink gradient) is not served"),
+    InputFeature("has_dlse", "dlse", "dlse", {"backward": "LSE gradient (dlse)"},
+                 "no dlse input (a loss that does not use the forward's LSE)",
+                 "a gradient on the forward's LSE output (dlse) is not served"),
+)
+
 # ---- options --------------------------------------------------------------------------------------------------
 
 OptionKind = Literal["scale", "bool", "optional_bool", "alignment", "window", "host_int"]
@@ -205,6 +233,6 @@ class Band:
         return "band"
 
 
-__all__ = ["ALIGNMENTS", "Band", "IO_ROLES", "features", "role_names", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES",
+__all__ = ["ALIGNMENTS", "Band", "INPUT_FEATURES", "IO_ROLES", "InputFeature", "features", "role_names", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES",
            "SIDE_ROLES", "TENSORS", "TensorRole", "caller_name", "gqa_accepted", "heads_divide", "inputs", "outputs",
            "resolved_scale", "valid_scale"]

@@ -14,6 +14,7 @@ from frost.analyzer.capability import Capability, max_seq_q, packed_rows_fit
 from frost.analyzer.facts import Facts
 from frost.analyzer.targets import ANY_CUDA, serves_target
 from frost.limits import SEQ_STRIDE_LIMIT
+from frost.spec import INPUT_FEATURES
 
 Plain = Union[bool, int, float, str, None]
 
@@ -106,19 +107,12 @@ RULES: tuple[Rule, ...] = (
          "the diagonal anchor (top_left / bottom_right) of a causal or band mask is not served"),
     _feature_rule("gqa", "gqa_group", "gqa", "gqa_group=1 (heads_q == heads_kv; repeat k/v heads to get MHA)",
                   "grouped/multi-query attention (heads_q > heads_kv) is not served", asks=lambda f: f.gqa_group > 1),
-    _feature_rule("padding", "has_padding_q", "padding", "no seq_len_q tensor (pack or unpad the batch)",
-                  "per-batch query lengths (seq_len_q) are not served"),
-    _feature_rule("padding", "has_padding_kv", "padding", "no seq_len_kv tensor (pack or unpad the batch)",
-                  "per-batch key/value lengths (seq_len_kv) are not served"),
+    *(_feature_rule(f.capability, f.facts, f.capability, f.accepted, f.declined) for f in INPUT_FEATURES),
     _feature_rule("ragged", "varlen", "ragged",
                   "dense (B, H, S, D) tensors without cu_seqlens (pad the packed sequences into a batch)",
                   "packed (ragged) sequences are not served by this engine"),
     _feature_rule("empty", "empty", "empty", "B, Sq and Skv >= 1 (the reference engine serves empty problems)",
                   "a problem with nothing to compute (no batch, query or key) is not launched"),
-    _feature_rule("sink", "has_sink", "sink", "no sink input",
-                  "a learnable attention sink (and its dsink gradient) is not served"),
-    _feature_rule("dlse", "has_dlse", "dlse", "no dlse input (a loss that does not use the forward's LSE)",
-                  "a gradient on the forward's LSE output (dlse) is not served"),
     _feature_rule("deterministic", "deterministic", "deterministic", "deterministic=False",
                   "a bitwise-deterministic backward is not offered"),
     Rule("seq_len_max", "seq_q", lambda c, f, t: (m := max_seq_q(c, f.head_dim_qk)) is None or f.seq_q <= m,

@@ -8,10 +8,16 @@ from typing import Callable
 from frost.analyzer.capability import ENGINES, OP_KINDS, Capability, max_seq_q
 from frost.analyzer.declines import RULES, Rule
 from frost.analyzer.targets import ACCEPTED, ANY_CUDA
+from frost.spec import INPUT_FEATURES
 
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
+
+
+def _offered(capability: str) -> Callable[[Capability], str]:
+    """The cell of an optional input's row: whether the table offers its capability flag."""
+    return lambda c: _yes(getattr(c, capability))
 
 
 def _required(flag: bool) -> str:
@@ -55,11 +61,10 @@ ROWS: tuple[tuple[dict[str, str], Callable[[Capability], str]], ...] = (
     ({k: "Masks" for k in BOTH}, lambda c: _list(c.masks)),
     ({k: "Diagonal alignments" for k in BOTH}, lambda c: _list(c.alignments)),
     ({k: "GQA / MQA" for k in BOTH}, lambda c: _yes(c.gqa)),
-    ({k: "Padding (seq_len_q / seq_len_kv)" for k in BOTH}, lambda c: _yes(c.padding)),
     ({k: "Packed sequences (cu_seqlens, THD)" for k in BOTH}, lambda c: _yes(c.ragged)),
     ({k: "Empty problems (B, Sq or Skv = 0)" for k in BOTH}, lambda c: _yes(c.empty)),
-    ({BACKWARD: "Sink + dsink", FORWARD: "Sink"}, lambda c: _yes(c.sink)),
-    ({BACKWARD: "LSE gradient (dlse)"}, lambda c: _yes(c.dlse)),
+    *(({f"sdpa_{kind}": label for kind, label in f.row.items()}, _offered(f.capability))
+      for f in INPUT_FEATURES if f.row),
     ({BACKWARD: "Deterministic"}, lambda c: _yes(c.deterministic)),
     ({k: "Head dim stride 1 (layout)" for k in BOTH}, lambda c: _required(c.needs_head_dim_contiguous)),
     ({k: "16-byte strides" for k in BOTH}, lambda c: _required(c.needs_16b_strides)),

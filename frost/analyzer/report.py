@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 from frost.analyzer.analysis import Unclaimed
 from frost.analyzer.declines import Reason
 from frost.analyzer.facts import Facts
+from frost.spec import INPUT_FEATURES
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 REFERENCE_ENGINE = "reference"
@@ -52,8 +53,9 @@ def _facts_line(f: Facts) -> str:
     mask = f.mask if f.mask == "none" else f"{f.mask}({f.band_left}, {f.band_right}) {f.alignment}"
     padding = ",".join(side for side, on in (("q", f.has_padding_q), ("kv", f.has_padding_kv)) if on) or "no"
     padding = f"{'seqused' if f.varlen else 'padding'}={padding}"
-    flags = " ".join(name for name, on in (("varlen", f.varlen), ("sink", f.has_sink), ("dlse", f.has_dlse),
-                                           ("deterministic", f.deterministic)) if on)
+    shown = (("varlen", f.varlen), *((t.tag, getattr(f, t.facts)) for t in INPUT_FEATURES if t.capability != "padding"),
+             ("deterministic", f.deterministic))
+    flags = " ".join(name for name, on in shown if on)
     seqs = (f"Tq={f.tokens_q} Tkv={f.tokens_kv} max_Sq={f.seq_q} max_Skv={f.seq_kv}" if f.varlen
             else f"Sq={f.seq_q} Skv={f.seq_kv}")
     return (f"{f.dtype} B={f.batch} Hq={f.heads_q} Hkv={f.heads_kv} {seqs} "

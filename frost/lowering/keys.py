@@ -1,20 +1,20 @@
 """Compile keys: exactly what changes the generated code, so equal keys can share one compiled kernel.
 
 dtype, head dims, mask kind and alignment, tile config and arch come from the kernel library's own key; frost adds
-the feature facts (GQA, packed sequences, padding, sink, deterministic, 64-bit offsets) and the tensors' kernel-relevant signature
+the feature facts (GQA, packed sequences, the optional inputs of frost.spec, deterministic, 64-bit offsets) and the tensors' kernel-relevant signature
 (unit head-dim stride, 16-byte strides). Batch and sequence extents never enter a key."""
 
 from __future__ import annotations
 
 from frost.analyzer.facts import Facts
 from frost.lowering.signature import TensorSignature
+from frost.spec import INPUT_FEATURES
 
 
 def feature_tag(facts: Facts) -> str:
-    flags = (("gqa", facts.gqa_group > 1), ("varlen", facts.varlen), ("padq", facts.has_padding_q),
-             ("padkv", facts.has_padding_kv),
-             ("sink", facts.has_sink), ("dlse", facts.has_dlse), ("det", facts.deterministic),
-             ("i64", facts.needs_int64_offsets))
+    flags = (("gqa", facts.gqa_group > 1), ("varlen", facts.varlen),
+             *((f.tag, getattr(facts, f.facts)) for f in INPUT_FEATURES),
+             ("det", facts.deterministic), ("i64", facts.needs_int64_offsets))
     return "+".join(name for name, on in flags if on) or "plain"
 
 
@@ -27,7 +27,7 @@ def compile_key(engine: str, kernel_key: str, facts: Facts, signatures: list[Ten
 
 
 def runtime_features_key(engine: str, kernel_key: str, signatures: list[TensorSignature]) -> str:
-    """The key of a kernel whose features (GQA, padding, sink, mask, 64-bit offsets) are all runtime values, like
+    """The key of a kernel whose features (GQA, optional inputs, mask, 64-bit offsets) are all runtime values, like
     the forward's: the kernel library's key and the tensors' signatures alone."""
     return f"{engine}|{kernel_key}|{signature_tag(signatures)}"
 
