@@ -3,12 +3,14 @@ on the same documents padded to a batch (B x max_len with per-batch lengths) vs 
 kernels (FLASH_ATTENTION_ARCH=sm_120 on the H200), forward and backward, and frost's dense throughput at the same
 total tokens (B x S = the packed tokens rounded to S) for reference.
 
-Documents: B = 8 lengths drawn uniformly from [256, 8192] with a fixed seed (39,427 tokens), causal, d64 (Hq 64 / Hkv 8,
-the gpt-oss shape) and d128 (Hq = Hkv = 16), with and without a sink. TFLOP/s count the (query, key) pairs the mask
-keeps in each document (4 * H * D per pair forward, 2.5 times that backward: frost.bench.flops's convention). Times
-are the median GPU time of one call (frost.bench.timing), SM120's occupancy emulated for frost.
+Two document mixes (fixed seeds), causal: "uniform", 8 lengths drawn uniformly from [256, 8192] (39,427 tokens), and
+"one-long", one 12,288-token document among 23 drawn uniformly from [1, 2048]. Heads: d64 (Hq 64 / Hkv 8, the gpt-oss
+shape) and d128 (Hq = Hkv = 16), with and without a sink. TFLOP/s count the (query, key) pairs the mask keeps in each
+document (4 * H * D per pair forward, 2.5 times that backward: frost.bench.flops's convention). Times are the median
+GPU time of one call (frost.bench.timing), SM120's occupancy emulated for frost; a step is the forward's time plus
+the backward's. Memory is the peak the runner's tensors, workspace and one forward + backward take on the GPU.
 
-    python3 benchmarks/bench_varlen.py [--iters 20] [--json out.json] [--markdown out.md]"""
+    python3 benchmarks/bench_varlen.py [--iters 20] [--mixes uniform,one-long] [--json out.json] [--markdown out.md]"""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-DOCS, LOW, HIGH, SEED = 8, 256, 8192, 0
+MIXES = ("uniform", "one-long")
 
 
 @dataclass(frozen=True)
@@ -42,13 +44,21 @@ CONFIGS = (Config("d64 gpt-oss", 64, 8, 64, False), Config("d64 gpt-oss +sink", 
 class Row:
     config: str
     lengths: list
+    mix: str = "uniform"
     ms: dict = field(default_factory=dict)        # (backend/pass) -> ms, or a reason string
     tflops: dict = field(default_factory=dict)
+    peak_mib: dict = field(default_factory=dict)  # backend -> peak GPU memory of its tensors and one fwd + bwd
 
 
-def lengths(n: int = DOCS, seed: int = SEED) -> list[int]:
-    rng = random.Random(seed)
-    return [rng.randint(LOW, HIGH) for _ in range(n)]
+def lengths(mix: str = "uniform") -> list[int]:
+    """The documents of a mix (see the top)."""
+    if mix == "uniform":
+        rng = random.Random(0)
+        return [rng.randint(256, 8192) for _ in range(8)]
+    if mix == "one-long":
+        rng = random.Random(1)
+        return [12288, *(rng.randint(1, 2048) for _ in range(23))]
+    raise ValueError(f"mix {mix!r} not in {MIXES}")
 
 
 def causal_pairs(n: int) -> int:
@@ -157,19 +167,24 @@ def fa4_packed(cfg: Config, inp) -> dict | str:
                                            causal=True, **seg)}
 
 
-def run_config(cfg: Config, lens: list[int], iters: int) -> Row:
+def run_config(cfg: Config, mix: str, iters: int) -> Row:
     import torch
 
-    row = Row(cfg.name, lens)
+    lens = lengths(mix)
+    docs = len(lens)
+    row = Row(cfg.name, lens, mix)
     pairs = sum(causal_pairs(n) for n in lens)
     flops = {"fwd": 4.0 * cfg.hq * cfg.d * pairs, "bwd": 10.0 * cfg.hq * cfg.d * pairs}
     inp = packed_inputs(cfg, lens)
-    s_dense = -(-sum(lens) // DOCS // 128) * 128
+    s_dense = -(-sum(lens) // docs // 128) * 128
     runners = {"frost_packed": lambda: frost_packed(cfg, inp),
-               "frost_padded": lambda: frost_dense(cfg, DOCS, max(lens), lens, inp["sink"]),
-               "frost_dense_same_tokens": lambda: frost_dense(cfg, DOCS, s_dense, None, inp["sink"]),
+               "frost_padded": lambda: frost_dense(cfg, docs, max(lens), lens, inp["sink"]),
+               "frost_dense_same_tokens": lambda: frost_dense(cfg, docs, s_dense, None, inp["sink"]),
                "fa4_packed": lambda: fa4_packed(cfg, inp)}
     for name, make in runners.items():
+        torch.cuda.synchronize()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
         try:
             runs = make()
         except Exception as e:   # a peer that cannot run here is reported, not fatal
@@ -178,21 +193,37 @@ def run_config(cfg: Config, lens: list[int], iters: int) -> Row:
         if isinstance(runs, str):
             row.ms[name] = runs
             continue
+        for run in runs.values():
+            run()
+        torch.cuda.synchronize()
+        row.peak_mib[name] = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
         for which, run in runs.items():
             ms = _time(run, iters)
             row.ms[f"{name}/{which}"] = ms
             f = flops[which] if name != "frost_dense_same_tokens" else \
-                flops[which] / pairs * DOCS * causal_pairs(s_dense)
+                flops[which] / pairs * docs * causal_pairs(s_dense)
             row.tflops[f"{name}/{which}"] = f / ms / 1e9
+        _add_step(row, name, flops, docs * causal_pairs(s_dense) / pairs if name == "frost_dense_same_tokens" else 1)
         del runs
         torch.cuda.empty_cache()
     return row
 
 
+def _add_step(row: Row, name: str, flops: dict, scale: float) -> None:
+    """A training step's attention: the forward's time plus the backward's."""
+    fwd, bwd = row.ms.get(f"{name}/fwd"), row.ms.get(f"{name}/bwd")
+    if isinstance(fwd, float) and isinstance(bwd, float):
+        row.ms[f"{name}/step"] = fwd + bwd
+        row.tflops[f"{name}/step"] = (flops["fwd"] + flops["bwd"]) * scale / (fwd + bwd) / 1e9
+
+
+PASSES = ("fwd", "bwd", "step")
+
+
 def ratios(row: Row, which: str) -> dict:
-    """The three measures for one pass (None where a side did not run): packed TFLOP/s over dense TFLOP/s
-    at the same tokens (target >= 0.95), the padded batch's time over packed (>= 1/0.6), FA4's time over packed
-    (>= 1.1); and why FA4 did not run, if it did not."""
+    """The measures of one pass (None where a side did not run): packed TFLOP/s over dense TFLOP/s at the same
+    tokens, the padded batch's time over packed, FA4's time over packed (target >= 1.1); and why FA4 did not run,
+    if it did not."""
     ms, tf, p = row.ms, row.tflops, f"frost_packed/{which}"
 
     def over(a: dict, x: str, y: str):
@@ -209,8 +240,10 @@ def _cell(x, spec: str) -> str:
 
 
 def summary(row: Row) -> str:
-    lines = [f"{row.config}: {len(row.lengths)} docs, {sum(row.lengths)} tokens, max {max(row.lengths)}"]
-    for which in ("fwd", "bwd"):
+    mem = ", ".join(f"{n} {m:.0f} MiB" for n, m in row.peak_mib.items())
+    lines = [f"{row.mix} / {row.config}: {len(row.lengths)} docs, {sum(row.lengths)} tokens, max {max(row.lengths)}; "
+             f"peak memory {mem}"]
+    for which in PASSES:
         r = ratios(row, which)
         fa4 = r["fa4_note"] or _cell(r["fa4_over_packed"], ".2f")
         lines.append(f"  {which}: packed {_cell(r['ms'], '.3f')} ms {_cell(r['tflops'], '.0f')} TF/s; "
@@ -221,16 +254,19 @@ def summary(row: Row) -> str:
 
 def markdown(rows: list[Row]) -> str:
     """The docs/bench table: one line per (config, pass)."""
-    head = ("| config | pass | packed ms | packed TFLOP/s | ÷ dense TFLOP/s, same tokens (≥ 0.95) | "
-            "padded time ÷ packed (≥ 1.67) | FA4 varlen time ÷ packed (≥ 1.1) |\n|---|---|---|---|---|---|---|")
+    head = ("| mix | config | pass | packed ms | packed TFLOP/s | FA4 varlen time ÷ packed (≥ 1.1) | "
+            "÷ dense TFLOP/s, same tokens | padded time ÷ packed | peak MiB packed / padded |\n"
+            "|---|---|---|---|---|---|---|---|---|")
+    names = {"fwd": "forward", "bwd": "backward", "step": "step"}
     lines = [head]
     for row in rows:
-        for which in ("fwd", "bwd"):
+        mem = "/".join(_cell(row.peak_mib.get(n), ".0f") for n in ("frost_packed", "frost_padded"))
+        for which in PASSES:
             r = ratios(row, which)
             fa4 = "-" if r["fa4_note"] else _cell(r["fa4_over_packed"], ".2f")
-            lines.append(f"| {row.config} | {'forward' if which == 'fwd' else 'backward'} | {_cell(r['ms'], '.3f')} | "
-                         f"{_cell(r['tflops'], '.1f')} | {_cell(r['vs_dense'], '.2f')} | "
-                         f"{_cell(r['padded_over_packed'], '.2f')} | {fa4} |")
+            lines.append(f"| {row.mix} | {row.config} | {names[which]} | {_cell(r['ms'], '.3f')} | "
+                         f"{_cell(r['tflops'], '.1f')} | {fa4} | {_cell(r['vs_dense'], '.2f')} | "
+                         f"{_cell(r['padded_over_packed'], '.2f')} | {mem if which == 'fwd' else ''} |")
     return "\n".join(lines)
 
 
@@ -240,14 +276,15 @@ def main(argv=None) -> None:
     p.add_argument("--json", default=None)
     p.add_argument("--markdown", default=None, help="also write the table as markdown (docs/bench)")
     p.add_argument("--configs", default="all", help="comma-separated config names, or all")
+    p.add_argument("--mixes", default=",".join(MIXES), help=f"comma-separated document mixes of {MIXES}")
     args = p.parse_args(argv)
-    lens = lengths()
     chosen = [c for c in CONFIGS if args.configs == "all" or c.name in args.configs.split(",")]
     rows = []
-    for cfg in chosen:
-        row = run_config(cfg, lens, args.iters)
-        rows.append(row)
-        print(summary(row), flush=True)
+    for mix in args.mixes.split(","):
+        for cfg in chosen:
+            row = run_config(cfg, mix, args.iters)
+            rows.append(row)
+            print(summary(row), flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump([asdict(r) for r in rows], f, indent=1)

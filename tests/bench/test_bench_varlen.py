@@ -1,5 +1,5 @@
 """benchmarks/bench_varlen.py's host side (its GPU runs are the packed-sequence benchmark): the documents, the FLOP
-count on the real pairs, and the three ratios its table reports, from made-up timings."""
+count on the real pairs, and the ratios, steps and memory its table reports, from made-up timings."""
 
 from pathlib import Path
 
@@ -18,9 +18,23 @@ def bench():
 
 
 def test_documents_are_fixed_and_in_range(bench):
-    lens = bench.lengths()
-    assert lens == bench.lengths() and len(lens) == bench.DOCS
-    assert all(bench.LOW <= n <= bench.HIGH for n in lens)
+    uniform = bench.lengths("uniform")
+    assert uniform == bench.lengths("uniform") and len(uniform) == 8 and sum(uniform) == 39427
+    assert all(256 <= n <= 8192 for n in uniform)
+    long, *short = bench.lengths("one-long")
+    assert long == 12288 and len(short) == 23 and all(1 <= n <= 2048 for n in short)
+    with pytest.raises(ValueError, match="mix"):
+        bench.lengths("other")
+
+
+def test_a_step_is_the_forward_plus_the_backward(bench):
+    row = bench.Row("d128", [128], ms={"frost_packed/fwd": 1.0, "frost_packed/bwd": 2.5})
+    bench._add_step(row, "frost_packed", {"fwd": 4e9, "bwd": 10e9}, 1.0)
+    assert row.ms["frost_packed/step"] == pytest.approx(3.5)
+    assert row.tflops["frost_packed/step"] == pytest.approx(14e9 / 3.5 / 1e9)
+    half = bench.Row("d128", [128], ms={"frost_packed/fwd": 1.0, "frost_packed": "error"})
+    bench._add_step(half, "frost_packed", {"fwd": 4e9, "bwd": 10e9}, 1.0)
+    assert "frost_packed/step" not in half.ms
 
 
 def test_pairs_are_exact_and_priced_as_frost_bench_prices_a_pair(bench):
@@ -37,15 +51,18 @@ def test_ratios_and_markdown_from_made_up_timings(bench):
     row = bench.Row("d64 gpt-oss", [256, 512],
                     ms={"frost_packed/fwd": 1.0, "frost_packed/bwd": 2.0, "frost_padded/bwd": 4.0,
                         "fa4_packed/bwd": 2.5, "fa4_packed/fwd": 1.2},
-                    tflops={"frost_packed/bwd": 300.0, "frost_dense_same_tokens/bwd": 320.0})
+                    tflops={"frost_packed/bwd": 300.0, "frost_dense_same_tokens/bwd": 320.0},
+                    peak_mib={"frost_packed": 120.4, "frost_padded": 480.0})
     r = bench.ratios(row, "bwd")
     assert r["vs_dense"] == pytest.approx(300 / 320) and r["padded_over_packed"] == pytest.approx(2.0)
     assert r["fa4_over_packed"] == pytest.approx(1.25) and r["fa4_note"] is None
     f = bench.ratios(row, "fwd")
     assert f["vs_dense"] is None and f["padded_over_packed"] is None and f["fa4_over_packed"] == pytest.approx(1.2)
     table = bench.markdown([row]).splitlines()
-    assert len(table) == 4 and table[3] == "| d64 gpt-oss | backward | 2.000 | 300.0 | 0.94 | 2.00 | 1.25 |"
+    assert len(table) == 5
+    assert table[2] == "| uniform | d64 gpt-oss | forward | 1.000 | - | 1.20 | - | - | 120/480 |"
+    assert table[3] == "| uniform | d64 gpt-oss | backward | 2.000 | 300.0 | 1.25 | 0.94 | 2.00 |  |"
     declined = bench.Row("d64 +sink", [256], ms={"fa4_packed": "declined: no sink"})
     assert bench.ratios(declined, "bwd")["fa4_note"] == "declined: no sink"
-    assert bench.markdown([declined]).splitlines()[2] == "| d64 +sink | forward | - | - | - | - | - |"
+    assert bench.markdown([declined]).splitlines()[2] == "| uniform | d64 +sink | forward | - | - | - | - | - | -/- |"
     assert "fa4/packed time declined: no sink" in bench.summary(declined)
