@@ -6,17 +6,20 @@
 #   hf        benchmarks/bench_transformers.py --packed: padding-free vs padded training on the gpt-oss slice
 #   fwd bwd step   frost bench --suite standard, each pass, with every peer
 # Usage: bash benchmarks/gpu_benches.sh OUT_DIR [STEPS (default: all)] [LIMIT_S per step (default 240)]
+# A step may carry its own limit: "varlen:200,step:150" (steps run in the order of the script, not of STEPS).
 set -u
-out=${1:?out dir}; steps=${2:-lengths,varlen,hf,fwd,bwd,step}; lim=${3:-240}
+out=${1:?out dir}; steps=${2:-lengths,varlen,hf,fwd,bwd,step}; default_lim=${3:-240}
 mkdir -p "$out"
-run() { local name=$1; shift; case ",$steps," in *",$name,"*) ;; *) return;; esac
+limit_of() { local s; for s in ${steps//,/ }; do [ "${s%%:*}" = "$1" ] && { [ "$s" = "$1" ] && echo "$default_lim" || echo "${s#*:}"; return; }; done; }
+run() { local name=$1; shift; lim=$(limit_of "$name"); [ -n "$lim" ] || return
         echo "== $name: $*"; start=$(date +%s)
         timeout "$lim" "$@" > "$out/$name.log" 2>&1; rc=$?
         echo "== $name: rc=$rc in $(( $(date +%s) - start )) s"; tail -n 25 "$out/$name.log"; }
 run lengths python3 benchmarks/bench_length_checks.py --json "$out/lengths.json"
 run varlen python3 benchmarks/bench_varlen.py --json "$out/varlen.json" --markdown "$out/varlen.md"
 run hf python3 benchmarks/bench_transformers.py --packed --seqs 4096,16384 --out "$out/hf_packed.md"
-for pass in fwd bwd step; do
+for pass in step fwd bwd; do
   which=$([ $pass = fwd ] && echo forward || ([ $pass = bwd ] && echo backward || echo step))
+  lim=$(limit_of $pass); [ -n "$lim" ] || continue
   run $pass python3 -m frost bench --suite standard --pass "$which" --out "$out/bench" --budget-s $((lim - 30))
 done
