@@ -5,6 +5,7 @@ tensors must have is each family's (their layouts differ)."""
 from __future__ import annotations
 
 from frost.errors import TensorError
+from frost.spec import gqa_accepted, heads_divide
 
 
 def check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: bool = True) -> None:
@@ -16,6 +17,12 @@ def check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: boo
     _check_meta(name, t, shape, dtype, device)
     if contiguous and t.numel() > 1 and t.stride(0) != 1:
         raise TensorError(f"{name}.stride", t.stride(), "contiguous")
+
+
+def check_heads(name: str, heads: int, heads_kv: int) -> None:
+    """The GQA rule of frost.spec on a kernel call's head counts (a call without query heads computes nothing)."""
+    if heads and not heads_divide(heads, heads_kv):
+        raise TensorError(name, heads_kv, gqa_accepted(heads))
 
 
 def check_io_tensor(name: str, t, shape: tuple, dtype, device) -> None:

@@ -14,6 +14,7 @@ import torch
 from frost.errors import TensorError
 from frost.reference.mask import KeepMask
 from frost.reference.numerics import IO_DTYPES, compute_dtype
+from frost.spec import gqa_accepted, heads_divide
 
 STAT_DTYPES = (torch.float32, torch.float64)
 LEN_DTYPES = (torch.int32, torch.int64)
@@ -63,8 +64,8 @@ def _check_qkv(q: object, k: object, v: object) -> tuple[int, ...]:
         raise TensorError("q.dtype", q.dtype, " or ".join(str(d) for d in IO_DTYPES))
     b, hq, sq, dqk = q.shape
     hkv, skv = k.shape[1], k.shape[2]
-    if hkv < 1 or hq < 1 or hq % hkv:
-        raise TensorError("k.shape[1]", hkv, f"a kv head count >= 1 dividing Hq={hq}")
+    if not heads_divide(hq, hkv):
+        raise TensorError("k.shape[1]", hkv, gqa_accepted(hq))
     _expect("k", k, (b, hkv, skv, dqk), (q.dtype,), q.device)
     _expect("v", v, (b, hkv, skv, v.shape[3]), (q.dtype,), q.device)
     return b, hq, hkv, sq, skv, dqk, v.shape[3]

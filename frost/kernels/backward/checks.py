@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from frost import limits
 from frost.errors import TensorError
-from frost.kernels.host_checks import check_io_tensor, check_length_values, check_side_tensor
+from frost.kernels.host_checks import check_heads, check_io_tensor, check_length_values, check_side_tensor
 from frost.kernels.packed import check_packed_side, check_packed_values
 
 if TYPE_CHECKING:
@@ -95,8 +95,7 @@ def check_side_inputs(t: BackwardTensors, sizes: tuple, check_lengths: bool = Fa
 
 def check_problem(cfg, p: Problem) -> None:
     """What depends only on the problem (GQA group, sequence limits), checked once when a launch is bound."""
-    if p.heads_kv == 0 and p.heads or p.heads_kv and p.heads % p.heads_kv:
-        raise TensorError("k.shape[1]", p.heads_kv, f"a divisor of the query heads {p.heads} (GQA/MQA)")
+    check_heads("k.shape[1]", p.heads, p.heads_kv)
     limit_q = limits.max_seq_q(cfg.head_dim_qk)
     if cfg.key.varlen and limits.packed_acc_rows(p.tokens_q, p.batch) > limit_q:
         raise TensorError("q.shape[0] (tokens_q)", p.tokens_q, f"fewer packed rows at head dim "

@@ -9,7 +9,7 @@ import math
 from typing import TYPE_CHECKING
 
 from frost.errors import TensorError
-from frost.kernels.host_checks import check_io_tensor, check_length_values, check_side_tensor
+from frost.kernels.host_checks import check_heads, check_io_tensor, check_length_values, check_side_tensor
 from frost.kernels.packed import check_packed_side, check_packed_values
 from frost.limits import MAX_SEQ
 
@@ -57,8 +57,7 @@ def check_forward_tensors(cfg, t: ForwardTensors) -> tuple[int, int, int, int, i
     tdtype = {"float16": torch.float16, "bfloat16": torch.bfloat16}[cfg.dtype]
     for name, (x, shape) in want.items():
         check_io_tensor(name, x, shape, tdtype, q.device)
-    if heads_kv == 0 and heads or heads_kv and heads % heads_kv:
-        raise TensorError("k.shape[1]", heads_kv, f"a divisor of the query heads {heads} (GQA/MQA)")
+    check_heads("k.shape[1]", heads, heads_kv)
     for name, n in (("q.shape[2] (seq_q)", seq_q), ("k.shape[2] (seq_kv)", seq_kv)):
         if n > MAX_SEQ:
             raise TensorError(name, n, f"at most {MAX_SEQ}")
@@ -97,8 +96,7 @@ def check_packed_forward_tensors(cfg, t: ForwardTensors) -> None:
             "v": (v, (heads_kv, tokens_kv, cfg.head_dim_v)), "o": (o, (heads, tokens_q, cfg.head_dim_v))}
     for name, (x, shape) in want.items():
         check_io_tensor(name, x, shape, tdtype, q.device)
-    if heads_kv == 0 and heads or heads_kv and heads % heads_kv:
-        raise TensorError("k.shape[0]", heads_kv, f"a divisor of the query heads {heads} (GQA/MQA)")
+    check_heads("k.shape[0]", heads, heads_kv)
     if tuple(lse.shape) != (heads, tokens_q) or lse.dtype != torch.float32 or lse.device != q.device:
         raise TensorError("lse", f"{lse.dtype} {tuple(lse.shape)} on {lse.device}",
                           f"torch.float32 {(heads, tokens_q)} on {q.device}")
