@@ -5,7 +5,6 @@ TensorError names the tensor or argument, the value, and what would be accepted.
 
 from __future__ import annotations
 
-import math
 import operator
 from dataclasses import dataclass
 
@@ -14,7 +13,7 @@ import torch
 from frost.errors import TensorError
 from frost.reference.mask import KeepMask
 from frost.reference.numerics import IO_DTYPES, compute_dtype
-from frost.spec import gqa_accepted, heads_divide
+from frost.spec import gqa_accepted, heads_divide, resolved_scale, valid_scale
 
 STAT_DTYPES = (torch.float32, torch.float64)
 LEN_DTYPES = (torch.int32, torch.int64)
@@ -106,11 +105,9 @@ def _band(causal: bool, alignment: str, band_left: object, band_right: object) -
 
 
 def _scale(scale: object, dim_qk: int) -> float:
-    if scale is None:
-        return 1.0 / math.sqrt(dim_qk) if dim_qk else 1.0
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+    if not valid_scale(scale):
         raise TensorError("scale", scale, "None (1/sqrt(Dqk)) or a finite number > 0")
-    return float(scale)
+    return resolved_scale(scale, dim_qk)   # type: ignore[arg-type]
 
 
 def resolve(q, k, v, *, scale, causal, alignment, band_left, band_right, seq_len_q, seq_len_kv,

@@ -5,13 +5,13 @@ them against the plan)."""
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from frost.errors import TensorError
 from frost.kernels.host_checks import check_heads, check_io_tensor, check_length_values, check_side_tensor
 from frost.kernels.packed import check_packed_side, check_packed_values
 from frost.limits import MAX_SEQ
+from frost.spec import valid_scale
 
 if TYPE_CHECKING:
     from frost.kernels.forward.launch import ForwardTensors
@@ -32,7 +32,7 @@ def check_call(cfg, t: ForwardTensors, check_lengths: bool = False) -> None:
 
 def check_scale(scale) -> None:
     """The softmax scale a launch is bound with: a finite number > 0."""
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+    if scale is None or not valid_scale(scale):
         raise TensorError("scale", scale, "a finite number > 0 (the softmax's max runs on unscaled scores)")
 
 
