@@ -47,3 +47,12 @@ def packed_acc_rows(tokens_q: int, batch: int) -> int:
     """Rows per head of a packed (varlen) problem's fp32 dQ accumulator: the Tq tokens padded to SEQ_PAD, plus one
     SEQ_PAD of room per segment and one more (kernels/segments.acc_row_base places segment b's rows)."""
     return -(-tokens_q // SEQ_PAD) * SEQ_PAD + (batch + 1) * SEQ_PAD
+
+
+STRIDE_ALIGN_BYTES = 16   # the kernels' 16-byte copies and TMA need every stepping stride to be a multiple of this
+
+
+def strides_aligned(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """Whether every stride a tensor steps through (a dim of extent > 1) other than a unit one is a multiple of
+    STRIDE_ALIGN_BYTES."""
+    return all((s * itemsize) % STRIDE_ALIGN_BYTES == 0 for s, e in zip(strides, shape) if e > 1 and s != 1)

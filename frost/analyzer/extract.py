@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from frost.analyzer.facts import Facts, MemoryLayout
-from frost.limits import SEQ_STRIDE_LIMIT
+from frost.limits import SEQ_STRIDE_LIMIT, strides_aligned
 from frost.spec import features
 from frost.ir.ops import AttentionOp, SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import Layout, TensorSpec, contiguous_strides, layout_strides
@@ -42,7 +42,7 @@ def _memory(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> 
     fits = tuple(lay for lay in LAYOUTS
                  if all(e == 1 or s == w for s, w, e in zip(strides, layout_strides(shape, lay), shape)))
     return _Memory(layouts=fits, head_dim_contiguous=shape[-1] == 1 or strides[-1] == 1,
-                   strides_16b_aligned=all((s * itemsize) % 16 == 0 for s, _ in live if s != 1),
+                   strides_16b_aligned=strides_aligned(shape, strides, itemsize),
                    span=1 + sum((e - 1) * s for s, e in live))
 
 

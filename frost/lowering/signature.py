@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from frost.ir.tensors import DTYPE_BYTES, TensorSpec
+from frost.limits import strides_aligned
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def make_signature(dtype: str, shape: tuple[int, ...], strides: tuple[int, ...],
     shape, strides = tuple(shape), tuple(strides)
     itemsize = DTYPE_BYTES.get(dtype, 1)
     order = _order(shape, strides)
-    aligned = all((strides[d] * itemsize) % 16 == 0 for d in order if strides[d] != 1)
+    aligned = strides_aligned(shape, strides, itemsize)
     return TensorSignature(
         dtype=dtype, rank=len(shape), stride_order=order, dense=_dense(shape, strides, order),
         inner_unit=not shape or shape[-1] == 1 or strides[-1] == 1, strides_aligned16=aligned,
