@@ -43,10 +43,15 @@ def max_seq_q(head_dim_qk: int) -> int:
     return min(MAX_SEQ, acc_seq_limit(head_dim_qk))
 
 
+def seq_pad(seq_q: int) -> int:
+    """Workspace rows per (batch, head): seq_q rounded up to a multiple of SEQ_PAD."""
+    return -(-seq_q // SEQ_PAD) * SEQ_PAD
+
+
 def packed_acc_rows(tokens_q: int, batch: int) -> int:
     """Rows per head of a packed (varlen) problem's fp32 dQ accumulator: the Tq tokens padded to SEQ_PAD, plus one
     SEQ_PAD of room per segment and one more (kernels/segments.acc_row_base places segment b's rows)."""
-    return -(-tokens_q // SEQ_PAD) * SEQ_PAD + (batch + 1) * SEQ_PAD
+    return seq_pad(tokens_q) + (batch + 1) * SEQ_PAD
 
 
 STRIDE_ALIGN_BYTES = 16   # the kernels' 16-byte copies and TMA need every stepping stride to be a multiple of this

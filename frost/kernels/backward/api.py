@@ -110,7 +110,7 @@ def workspace_regions(cfg: KernelConfig, batch: int, heads_q: int, seq_q: int, s
     set, which need the plain region). A packed (varlen) config's seq_q is max_seqlen_q and its dQ accumulator holds
     ``tokens_q`` rows per head (limits.packed_acc_rows), not batch x max_seqlen_q."""
     del heads_kv
-    rows = batch * heads_q * rowwise.seq_pad(seq_q)
+    rows = batch * heads_q * limits.seq_pad(seq_q)
     acc = rows * cfg.head_dim_pad * 4
     if cfg.key.varlen:
         acc = heads_q * limits.packed_acc_rows(tokens_q, batch) * cfg.head_dim_pad * 4

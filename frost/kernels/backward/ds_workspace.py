@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from frost.limits import SEQ_PAD
+from frost.limits import seq_pad
 
 MAIN_KN = 128     # keys of the main kernel's KV tile (TileConfig.n_block): the workspace's key rows pad to it
 
@@ -30,7 +30,7 @@ DQ_GEMM_MAX_BYTES = _max_bytes_from_env()
 
 def ds_workspace_bytes(batch: int, heads: int, seq_q: int, seq_kv: int) -> int:
     """Bytes of the dS workspace (16-bit elements, keys padded to MAIN_KN, queries like the workspace rows)."""
-    return batch * heads * (-(-seq_kv // MAIN_KN) * MAIN_KN) * (-(-seq_q // SEQ_PAD) * SEQ_PAD) * 2
+    return batch * heads * (-(-seq_kv // MAIN_KN) * MAIN_KN) * seq_pad(seq_q) * 2
 
 
 def dq_gemm_fits(batch: int, heads: int, seq_q: int, seq_kv: int) -> bool:

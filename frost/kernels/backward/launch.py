@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
 from frost.kernels.geometry import LOG2_E
-from frost.limits import SEQ_PAD, packed_acc_rows
+from frost.limits import packed_acc_rows, seq_pad
 
 if TYPE_CHECKING:
     from frost.kernels.packed import Packed
@@ -90,7 +90,7 @@ class Launch:
         # the chain writes dsink in its preprocess and convert, which run only when there are query rows
         self.zero_dsink = self.empty or p.seq_q == 0
         self.backward = kernels.backward
-        seq_q_pad = -(-p.seq_q // SEQ_PAD) * SEQ_PAD
+        seq_q_pad = seq_pad(p.seq_q)
         self.packed = cfg.key.varlen
         acc_rows = packed_acc_rows(p.tokens_q, p.batch) if self.packed else seq_q_pad
         self.sizes = (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv, seq_q_pad, cfg.head_dim_qk, cfg.head_dim_v,

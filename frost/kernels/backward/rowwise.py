@@ -15,11 +15,6 @@ SEQ_PAD = limits.SEQ_PAD  # workspace rows are padded to this multiple (the main
 CHUNK = 8      # 16-bit elements per 16-byte access
 
 
-def seq_pad(seq_q: int) -> int:
-    """Host side: workspace rows per (batch, head), seq_q rounded up to a multiple of SEQ_PAD."""
-    return -(-seq_q // SEQ_PAD) * SEQ_PAD
-
-
 def threads_per_row(head_dim_pad: int) -> int:
     """A power of two (the lanes of a row meet in a butterfly, quad_sum), at most 8 and at most the row's chunks:
     48 columns (6 chunks) take 4 threads, 2 chunk slots each."""
