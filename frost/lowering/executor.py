@@ -52,10 +52,10 @@ def _roles(graph, served: set[str]) -> dict[str, str]:
 
 def _expect(spec: TensorSpec, what: str, output: bool, aligned: bool) -> Expect:
     """A tensor with a sequence (or token) axis, dense (B, H, S, ...) or ragged (H, T, ...), takes the plan's pointer
-    alignment; offsets, lengths and sinks do not."""
+    alignment; the small per-batch and per-head tensors do not."""
     streamed = len(spec.shape) >= 3 or spec.ragged is not None
     return Expect(spec.name, what, TORCH_DTYPES[spec.dtype], spec.shape, spec.effective_strides,
-                  spec_signature(spec, sink=what.startswith("sink")), output, aligned and streamed)
+                  spec_signature(spec), output, aligned and streamed)
 
 
 def check_tensor_against(t, e: Expect, device: torch.device) -> None:

@@ -20,8 +20,7 @@ class TensorSignature:
     dense: tuple[bool, ...]         # per dim: no gap between it and the next-inner dim (always True at extent 1)
     inner_unit: bool                # the last dim (head dim) has stride 1
     strides_aligned16: bool         # every stride of a dim of extent > 1, except a unit one, is a multiple of 16 bytes
-    heads: int | None               # H of (B, H, S, D) / (B, H, S), of a ragged (H, T, D) / (H, T), or of (H,) for a
-                                    # sink; None otherwise
+    heads: int | None               # H of (B, H, S, D) / (B, H, S) or of a ragged (H, T, D) / (H, T); None otherwise
     head_dim: int | None            # D of a rank-4 tensor or a ragged rank-3 one
 
     @property
@@ -44,12 +43,10 @@ def _dense(shape: tuple[int, ...], strides: tuple[int, ...], order: tuple[int, .
     return tuple(dense)
 
 
-def _heads(shape: tuple[int, ...], role_is_sink: bool, ragged: bool) -> int | None:
+def _heads(shape: tuple[int, ...], ragged: bool) -> int | None:
     if ragged:
         return shape[0] if len(shape) in (2, 3) else None
-    if len(shape) in (3, 4):
-        return shape[1]
-    return shape[0] if role_is_sink and len(shape) == 1 else None
+    return shape[1] if len(shape) in (3, 4) else None
 
 
 def _head_dim(shape: tuple[int, ...], ragged: bool) -> int | None:
@@ -57,7 +54,7 @@ def _head_dim(shape: tuple[int, ...], ragged: bool) -> int | None:
 
 
 def make_signature(dtype: str, shape: tuple[int, ...], strides: tuple[int, ...], *,
-                   sink: bool = False, ragged: bool = False) -> TensorSignature:
+                   ragged: bool = False) -> TensorSignature:
     """Signature of a tensor given as plain values (a graph spec or a runtime tensor's metadata). A ragged tensor's
     logical shape has no B: (H, T, D) or (H, T); its token count T is a sequence extent and never recorded."""
     shape, strides = tuple(shape), tuple(strides)
@@ -67,14 +64,14 @@ def make_signature(dtype: str, shape: tuple[int, ...], strides: tuple[int, ...],
     return TensorSignature(
         dtype=dtype, rank=len(shape), stride_order=order, dense=_dense(shape, strides, order),
         inner_unit=not shape or shape[-1] == 1 or strides[-1] == 1, strides_aligned16=aligned,
-        heads=_heads(shape, sink, ragged), head_dim=_head_dim(shape, ragged),
+        heads=_heads(shape, ragged), head_dim=_head_dim(shape, ragged),
     )
 
 
-def spec_signature(spec: TensorSpec, *, sink: bool = False) -> TensorSignature:
-    return make_signature(spec.dtype, spec.shape, spec.effective_strides, sink=sink, ragged=spec.ragged is not None)
+def spec_signature(spec: TensorSpec) -> TensorSignature:
+    return make_signature(spec.dtype, spec.shape, spec.effective_strides, ragged=spec.ragged is not None)
 
 
-def tensor_signature(t, *, sink: bool = False) -> TensorSignature:
+def tensor_signature(t) -> TensorSignature:
     """Signature of a torch tensor (duck-typed: torch is not imported here)."""
-    return make_signature(str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()), sink=sink)
+    return make_signature(str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()))
