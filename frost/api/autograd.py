@@ -216,19 +216,24 @@ attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
 
 class _Attention(torch.autograd.Function):
     """frost.attention's autograd node in eager mode: the same setup and backward as the op's registered autograd,
-    calling the op's body directly. The op's dispatch and its autograd wrapper (which refills the 16 schema
-    defaults for setup_context on every call) cost more host time than the rest of the call; torch.compile traces
-    the op instead (see _attention)."""
+    running the forward's Call that _attention gated (the op's arguments follow it, as setup_context reads them).
+    The op's dispatch and its autograd wrapper (which refills the 16 schema defaults for setup_context on every
+    call), and gating the arguments a second time in the op's body, cost more host time than the rest of the call;
+    torch.compile traces the op instead (see _attention)."""
 
     @staticmethod
-    def forward(ctx: Any, *inputs: Any) -> tuple[Tensor, Tensor]:
-        output = _attention_forward(*inputs)
+    def forward(ctx: Any, call: Call, *inputs: Any) -> tuple[Tensor, Tensor]:
+        check_forward(call)
+        output = forward(call)
         _setup_context(ctx, inputs, output)
         return output
 
     @staticmethod
     def backward(ctx: Any, grad_out: Optional[Tensor], grad_lse: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
-        return _gradients(ctx, grad_out, grad_lse, _attention_backward)
+        return (None, *_gradients(ctx, grad_out, grad_lse, _attention_backward))
+
+
+_attention_node: Callable[..., tuple[Tensor, Tensor]] = _Attention.apply
 
 
 def _attention(layout: Layout, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
@@ -243,16 +248,20 @@ def _attention(layout: Layout, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Op
         names.update(cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv)
         max_seqlen_q, max_seqlen_kv = gate.host_int("max_seqlen_q", max_seqlen_q), \
             gate.host_int("max_seqlen_kv", max_seqlen_kv)
-    gate.tensors(names, layout.packed)
+    given = gate.tensors(names, layout.packed)
+    op_args = (q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q, seq_len_kv, sink,
+               options.softmax_scale, options.causal, options.left, options.right, options.alignment,
+               options.deterministic)
     out: Tensor
     lse: Tensor
-    # eager: the autograd node of our own; under torch.compile: the op's registered autograd (Dynamo traces it, and
-    # refuses an autograd.Function given one tensor twice, as seq_len_q = seq_len_kv often is)
-    forward: Callable[..., tuple[Tensor, Tensor]] = \
-        torch.ops.frost.attention_forward if torch.compiler.is_compiling() else _Attention.apply
-    out, lse = forward(q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q, seq_len_kv, sink,
-                       options.softmax_scale, options.causal, options.left, options.right, options.alignment,
-                       options.deterministic)
+    # eager: the autograd node of our own, on the Call gated here; under torch.compile: the op and its registered
+    # autograd (Dynamo traces them, and refuses an autograd.Function given one tensor twice, as seq_len_q =
+    # seq_len_kv often is)
+    if torch.compiler.is_compiling():
+        out, lse = torch.ops.frost.attention_forward(*op_args)
+    else:
+        max_seqlens = (max_seqlen_q, max_seqlen_kv) if layout.packed else None
+        out, lse = _attention_node(Call("forward", layout, given, options, max_seqlens), *op_args)
     return (out, lse) if return_lse else out
 
 

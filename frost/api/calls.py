@@ -10,6 +10,7 @@ reference engine serves it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, Hashable, Optional, Union
 
 import torch
@@ -40,7 +41,11 @@ class Call:
     deterministic: bool = False
 
     def key(self) -> tuple[Hashable, ...]:
-        """The plan-cache key: everything the plan depends on."""
+        """The plan-cache key: everything the plan depends on (computed once per Call)."""
+        return self._key
+
+    @cached_property
+    def _key(self) -> tuple[Hashable, ...]:
         metas = tuple((r, t.dtype, t.shape, t.stride(), t.device) for r, t in self.given.items())
         return (self.kind, self.layout.name, self.options.mask(), self.max_seqlens, self.deterministic,
                 compiler.generation, *metas)
