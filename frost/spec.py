@@ -115,6 +115,14 @@ def features(ports: object) -> dict[str, bool]:
             for t in TENSORS if t.optional and t.feature is not None and t.reads}
 
 
+def optional_ports(kind: Kind, inputs: object, outputs: object) -> dict[str, str]:
+    """Role -> graph tensor name of the optional tensors an op of ``kind`` reads (from its inputs model) or writes
+    (from its outputs model) and this op has: the keyword arguments an engine passes on to its kernel."""
+    ports = [(t.role, inputs) for t in TENSORS if t.optional and kind in t.reads]
+    ports += [(t.role, outputs) for t in TENSORS if t.optional and kind in t.writes]
+    return {role: name for role, model in ports if (name := getattr(model, role, None)) is not None}
+
+
 def caller_name(role: str, packed: bool = False) -> str:
     """The caller's name of an IR role (o -> out, do -> dout; a packed call's seq_len_q -> seqused_q)."""
     spec = ROLES.get(role)
@@ -234,5 +242,5 @@ class Band:
 
 
 __all__ = ["ALIGNMENTS", "Band", "INPUT_FEATURES", "IO_ROLES", "InputFeature", "features", "role_names", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES",
-           "SIDE_ROLES", "TENSORS", "TensorRole", "caller_name", "gqa_accepted", "heads_divide", "inputs", "outputs",
+           "SIDE_ROLES", "TENSORS", "TensorRole", "caller_name", "gqa_accepted", "heads_divide", "inputs", "optional_ports", "outputs",
            "resolved_scale", "valid_scale"]

@@ -32,3 +32,12 @@ def test_each_feature_is_declined_and_shown_in_the_matrix() -> None:
         assert all(label in labels for label in f.row.values())
     # every capability an optional input needs has at least one matrix row
     assert {f.capability for f in spec.INPUT_FEATURES} == {f.capability for f in spec.INPUT_FEATURES if f.row}
+
+
+def test_optional_ports_are_the_optional_roles_an_op_kind_reads_or_writes() -> None:
+    from types import SimpleNamespace
+
+    ins = SimpleNamespace(q="q", sink="s", seq_len_q=None, seq_len_kv="lk", dlse="g")
+    outs = SimpleNamespace(dq="dq", dsink="ds")
+    assert spec.optional_ports("forward", ins, outs) == {"sink": "s", "seq_len_kv": "lk"}
+    assert spec.optional_ports("backward", ins, outs) == {"dlse": "g", "sink": "s", "seq_len_kv": "lk", "dsink": "ds"}

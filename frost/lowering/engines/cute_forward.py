@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from operator import itemgetter
 
+from frost import spec
 from frost.analyzer.facts import Facts
 from frost.lowering.compiler import KernelUnit, get_compiler
 from frost.limits import TARGET_ARCHS
@@ -50,8 +51,7 @@ def _launchers(kernel, op, facts: Facts):
 
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, outs.o, outs.lse)
-    optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
-                                            ("sink", ins.sink)) if name is not None}
+    optional = spec.optional_ports("forward", ins, outs)
     bound = kernel.bind(ForwardMask(facts.attn_scale, op.causal, op.alignment, op.band_left, op.band_right))
     lengths = call_lengths(ins, facts)
     token_axis = 0 if facts.varlen else 1   # a seq-major call's 4-D (B, S, H, D) or packed (T, H, D) tensors

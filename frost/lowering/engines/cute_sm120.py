@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from operator import itemgetter
 
+from frost import spec
 from frost.analyzer.facts import Facts
 from frost.limits import TARGET_ARCHS
 from frost.lowering.compiler import KernelUnit, get_compiler
@@ -85,9 +86,7 @@ def _launchers(kernel, op, facts: Facts, problem):
 
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse, outs.dq, outs.dk, outs.dv)
-    optional = {key: name for key, name in (("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv),
-                                            ("sink", ins.sink), ("dsink", outs.dsink), ("dlse", ins.dlse))
-                if name is not None}
+    optional = spec.optional_ports("backward", ins, outs)
     scratch = "sink" in optional and "dsink" not in optional
     lengths = call_lengths(ins, facts)
     launch = kernel.bind(problem)
