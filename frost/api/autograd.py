@@ -59,12 +59,21 @@ def _call(kind: Kind, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Te
     options = gate.options(softmax_scale, causal, (window_left, window_right), causal_alignment, deterministic)
     values: dict[str, Any] = dict(q=q, k=k, v=v, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink,
                                   **(extra or {}))
+    given, max_seqlens = _gated_tensors(layout, values, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
+    resolved = bool(deterministic) if kind == "backward" else False
+    return Call(kind, layout, given, options, max_seqlens, resolved)
+
+
+def _gated_tensors(layout: Layout, values: dict[str, Any], cu_seqlens_q: Optional[Tensor],
+                   cu_seqlens_kv: Optional[Tensor], max_seqlen_q: int, max_seqlen_kv: int
+                   ) -> tuple[dict[str, Tensor], Optional[tuple[int, int]]]:
+    """A call's tensors by role through the gate (a packed call's offsets after the rest), and a packed call's
+    max_seqlens as host ints (None for a dense call)."""
     max_seqlens = None
     if layout.packed:
-        values.update(cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv)
+        values = {**values, "cu_seqlens_q": cu_seqlens_q, "cu_seqlens_kv": cu_seqlens_kv}
         max_seqlens = (gate.host_int("max_seqlen_q", max_seqlen_q), gate.host_int("max_seqlen_kv", max_seqlen_kv))
-    resolved = bool(deterministic) if kind == "backward" else False
-    return Call(kind, layout, gate.tensors(values, layout.packed), options, max_seqlens, resolved)
+    return gate.tensors(values, layout.packed), max_seqlens
 
 
 def _attention_backward(q: Tensor, k: Tensor, v: Tensor, out: Tensor, dout: Tensor, lse: Tensor,
@@ -243,12 +252,10 @@ def _attention(layout: Layout, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Op
                deterministic: Optional[bool]) -> Union[Tensor, tuple[Tensor, Tensor]]:
     options = gate.options(softmax_scale, causal, window_size, causal_alignment, deterministic)
     return_lse = gate.strict_bool("return_lse", return_lse)
-    names = dict(q=q, k=k, v=v, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink)
-    if layout.packed:
-        names.update(cu_seqlens_q=cu_seqlens_q, cu_seqlens_kv=cu_seqlens_kv)
-        max_seqlen_q, max_seqlen_kv = gate.host_int("max_seqlen_q", max_seqlen_q), \
-            gate.host_int("max_seqlen_kv", max_seqlen_kv)
-    given = gate.tensors(names, layout.packed)
+    values: dict[str, Any] = dict(q=q, k=k, v=v, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink)
+    given, max_seqlens = _gated_tensors(layout, values, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv)
+    if max_seqlens is not None:
+        max_seqlen_q, max_seqlen_kv = max_seqlens
     op_args = (q, k, v, cu_seqlens_q, cu_seqlens_kv, max_seqlen_q, max_seqlen_kv, seq_len_q, seq_len_kv, sink,
                options.softmax_scale, options.causal, options.left, options.right, options.alignment,
                options.deterministic)
@@ -260,7 +267,6 @@ def _attention(layout: Layout, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Op
     if torch.compiler.is_compiling():
         out, lse = torch.ops.frost.attention_forward(*op_args)
     else:
-        max_seqlens = (max_seqlen_q, max_seqlen_kv) if layout.packed else None
         out, lse = _attention_node(Call("forward", layout, given, options, max_seqlens), *op_args)
     return (out, lse) if return_lse else out
 

@@ -58,13 +58,8 @@ def _graph_text(graph: Graph) -> str | None:
 
 def _plan_key(graph: Graph, target: str, engine: str | None) -> Optional[tuple[Hashable, ...]]:
     text = _graph_text(graph)
-    return None if text is None else ("graph", text, target, engine, compiler_tag())
-
-
-def compiler_tag() -> int:
-    """Which compilers are installed (lowering.compiler.generation): plans built with an injected (fake) compiler
-    never leak out of it."""
-    return compiler.generation
+    # compiler.generation: plans built with an injected (fake) compiler never leak out of it
+    return None if text is None else ("graph", text, target, engine, compiler.generation)
 
 
 def build_plan(graph: Graph, target: str, engine: str | None = None) -> Plan:
