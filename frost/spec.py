@@ -129,7 +129,6 @@ def caller_name(role: str, packed: bool = False) -> str:
     return spec.name(packed) if spec is not None else role
 
 
-
 @dataclass(frozen=True)
 class InputFeature:
     """What an optional input turns on, as every layer above the kernels names it: the Facts flag its presence sets,
