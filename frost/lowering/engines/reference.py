@@ -5,6 +5,7 @@ temporaries and may synchronise (it validates sequence lengths and reads packed 
 from __future__ import annotations
 
 from frost.analyzer.facts import Facts
+from frost.lowering.keys import feature_tag
 from frost.lowering.plan import KernelLaunch, Lowering
 
 
@@ -12,8 +13,7 @@ def reference_key(facts: Facts) -> str:
     kind = "|forward" if facts.op == "sdpa_forward" else ""
     kind += "|varlen" if facts.varlen else ""
     return (f"reference{kind}|{facts.dtype}|d{facts.head_dim_qk}x{facts.head_dim_v}|{facts.mask}|{facts.alignment}"
-            f"|g{facts.gqa_group}|pad{int(facts.has_padding_q)}{int(facts.has_padding_kv)}|sink{int(facts.has_sink)}"
-            f"{'|dlse' if facts.has_dlse else ''}")
+            f"|g{facts.gqa_group}|{feature_tag(facts)}")
 
 
 def _options(op, facts: Facts) -> dict:
