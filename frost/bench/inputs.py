@@ -1,8 +1,8 @@
 """Input sets for one case: random BSHD tensors plus the forward's O and LSE, shared by every backend.
 
-O and LSE come from an fp32 torch forward (chunked per batch and kv head so S = 16k fits), with the case's mask and
-sink, so every backend's backward runs on consistent, non-trivial data (never zeros). Several sets rotate when one
-set fits in L2, so no backend is timed on a warm cache."""
+O and LSE come from frost's reference forward (fp32, one block of query rows at a time so S = 16k fits), with the
+case's mask and sink, so every backend's backward runs on consistent, non-trivial data (never zeros). Several sets
+rotate when one set fits in L2, so no backend is timed on a warm cache."""
 
 from __future__ import annotations
 
@@ -66,42 +66,13 @@ def _one_set(c: Case, dtype, device, gen) -> InputSet:
     return InputSet(q, k, v, out, dout, lse, sink)
 
 
-def keep_mask(c: Case, device):
-    """(Sq, Skv) bool: key j is kept for query i (top-left aligned band); None when nothing is masked."""
-    import torch
+def reference_forward(c: Case, q, k, v, sink):
+    """(O in q's dtype, LSE fp32 (B, Hq, Sq)) of the case on BSHD tensors, from frost's reference forward (the
+    project's one oracle of the math; fp32 for half inputs), so the sets hold what a correct forward gives."""
+    from frost.reference import attention_forward
 
     left, right = c.band
-    if left is None and right is None:
-        return None
-    i = torch.arange(c.seq_q, device=device)[:, None]
-    j = torch.arange(c.seq_kv, device=device)[None, :]
-    keep = torch.ones(c.seq_q, c.seq_kv, dtype=torch.bool, device=device)
-    if left is not None:
-        keep &= j >= i - left
-    if right is not None:
-        keep &= j <= i + right
-    return keep
-
-
-def reference_forward(c: Case, q, k, v, sink):
-    """(O in q's dtype, LSE fp32 (B, Hq, Sq)) of softmax(scale·QKᵀ + mask, sink column) · V, in fp32."""
-    import torch
-
-    g = c.heads_q // c.heads_kv
-    mask = keep_mask(c, q.device)
-    out = torch.empty(c.batch, c.seq_q, c.heads_q, c.head_dim_v, dtype=q.dtype, device=q.device)
-    lse = torch.empty(c.batch, c.heads_q, c.seq_q, dtype=torch.float32, device=q.device)
-    for b in range(c.batch):
-        for h in range(c.heads_kv):
-            heads = slice(h * g, (h + 1) * g)
-            qs = q[b, :, heads].transpose(0, 1).float()                     # (G, Sq, D)
-            s = softmax_scale(c) * qs @ k[b, :, h].float().T                 # (G, Sq, Skv)
-            if mask is not None:
-                s.masked_fill_(~mask, float("-inf"))
-            row = torch.logsumexp(s, dim=-1)
-            if sink is not None:
-                row = torch.logaddexp(row, sink[heads, None])
-            p = torch.exp(s - row[..., None])
-            out[b, :, heads] = (p @ v[b, :, h].float()).transpose(0, 1).to(q.dtype)
-            lse[b, heads] = row
-    return out, lse
+    bhsd = lambda t: t.transpose(1, 2)  # noqa: E731  (a view: the reference takes any strides)
+    out, lse = attention_forward(bhsd(q), bhsd(k), bhsd(v), scale=softmax_scale(c), band_left=left,
+                                 band_right=right, sink=sink)
+    return bhsd(out).contiguous(), lse
