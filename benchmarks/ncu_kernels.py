@@ -1,9 +1,10 @@
-"""Run frost's backward twice on one shape so Nsight Compute can profile the second launch of a kernel.
+"""Run frost's backward (or, with --forward, its forward) twice on one shape so Nsight Compute can profile the
+second launch of a kernel (the forward's is FwdKernel).
 
     ncu --clock-control none --kernel-name regex:BwdMain --launch-skip 1 --launch-count 1 \\
         --section SpeedOfLight --section Occupancy --section WarpStateStats \\
-        python3 benchmarks/ncu_backward.py --batch 4 --heads 16 --seq 4096 --head-dim 128 [--causal] [--window L]
-        [--deterministic] [--variant NAME]
+        python3 benchmarks/ncu_kernels.py --batch 4 --heads 16 --seq 4096 --head-dim 128 [--causal] [--window L]
+        [--deterministic] [--variant NAME] [--forward] [--sink]
 
 The first call compiles and warms up; the profiled one is the second. Not a benchmark (ncu replays the kernel)."""
 
@@ -26,6 +27,8 @@ def main() -> None:
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--window", type=int, default=None, help="sliding window: keys at most L before the query")
     ap.add_argument("--deterministic", action="store_true", help="deterministic mode (ordered dQ)")
+    ap.add_argument("--forward", action="store_true", help="profile the forward instead of the backward")
+    ap.add_argument("--sink", action="store_true", help="with learnable sink logits (one per query head)")
     ap.add_argument("--variant", default=None, help="a tile config of bench_variants.VARIANTS (direct kernel call)")
     a = ap.parse_args()
     if a.variant:
@@ -45,10 +48,14 @@ def main() -> None:
 
     q, k, v, dout = rand(a.heads), rand(hkv), rand(hkv), rand(a.heads)
     window = (a.window, None)
-    out, lse = frost.attention(q, k, v, causal=a.causal, window_size=window, return_lse=True)
+    sink = torch.randn(a.heads, device="cuda", generator=g) if a.sink else None
+    out, lse = frost.attention(q, k, v, causal=a.causal, window_size=window, sink=sink, return_lse=True)
     for _ in range(2):
-        frost.sdpa_backward(q, k, v, out, dout, lse, causal=a.causal, window_size=window,
-                            deterministic=a.deterministic)
+        if a.forward:
+            frost.sdpa_forward(q, k, v, causal=a.causal, window_size=window, sink=sink)
+        else:
+            frost.sdpa_backward(q, k, v, out, dout, lse, causal=a.causal, window_size=window, sink=sink,
+                                deterministic=a.deterministic)
     torch.cuda.synchronize()
     print("engine:", frost.compile(frost.sdpa_backward_graph(a.batch, a.heads, a.seq, a.head_dim, heads_kv=hkv,
                                                               causal=a.causal)).engine)
