@@ -5,6 +5,8 @@
 #   varlen    benchmarks/bench_varlen.py: packed vs padded vs dense frost vs FA4's varlen kernels
 #   hf        benchmarks/bench_transformers.py --packed: padding-free vs padded training on the gpt-oss slice
 #   fwd bwd step   frost bench --suite standard, each pass, with every peer
+#   ncu       (only when named) Nsight Compute on the forward's two limit rows: d128 without a mask, and the
+#             gpt-oss 128-token window with a sink (benchmarks/ncu_kernels.py)
 # Usage: bash benchmarks/gpu_benches.sh OUT_DIR [STEPS (default: all)] [LIMIT_S per step (default 240)]
 # A step may carry its own limit: "varlen:200,step:150" (steps run in the order of the script, not of STEPS).
 set -u
@@ -23,3 +25,8 @@ for pass in step fwd bwd; do
   lim=$(limit_of $pass); [ -n "$lim" ] || continue
   run $pass python3 -m frost bench --suite standard --pass "$which" --out "$out/bench" --budget-s $((lim - 30))
 done
+NCU="ncu --clock-control none --kernel-name regex:FwdKernel --launch-skip 1 --launch-count 1 --section SpeedOfLight"
+NCU="$NCU --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
+run ncu bash -c "$NCU python3 benchmarks/ncu_kernels.py --forward --batch 4 --heads 16 --seq 4096 --head-dim 128 &&
+                 $NCU python3 benchmarks/ncu_kernels.py --forward --batch 2 --heads 64 --heads-kv 8 --seq 4096 \
+                      --head-dim 64 --causal --window 127 --sink"
