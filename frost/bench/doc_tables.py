@@ -69,13 +69,26 @@ def case_shape(case: dict) -> str:
     return " ".join(parts)
 
 
+# how the run held the backends to SM120's shared memory per SM (meta.peer_smem; runs before it: "free")
+SMEM_WORDS = {"free": "frost held to SM120's occupancy, the peers' kernels not (they had the GPU's shared memory "
+                      "per SM)",
+              "sm120": "every backend held to SM120's 100 KB of shared memory per SM"}
+
+
+def smem_words(meta: dict) -> str:
+    """"; " + how the run held the backends to SM120's shared memory, or "" on an SM120-class part itself."""
+    if str(meta.get("capability", "")).startswith("sm_12"):
+        return ""
+    return "; " + SMEM_WORDS[meta.get("peer_smem", "free")]
+
+
 def caption(report: Report) -> str:
     m, versions = report.meta, report.meta.get("versions", {})
     peers = ", ".join(f"{name} {versions[name]}" for name in ("torch", "flash-attn-4") if versions.get(name))
     return (f"{m.get('pass', 'backward').capitalize()}, {m['dtype']}, one {m['device']} "
             f"({m.get('capability', '?')}), run of {m['date']}"
-            f"{'; ' + peers if peers else ''}. A peer's cell is its time ÷ frost's time (> 1: frost is faster); "
-            f"\"-\": the peer cannot run the case.")
+            f"{'; ' + peers if peers else ''}{smem_words(m)}. A peer's cell is its "
+            f"time ÷ frost's time (> 1: frost is faster); \"-\": the peer cannot run the case.")
 
 
 def _grid(header: list[str], rows: list[list[str]]) -> str:

@@ -27,6 +27,11 @@ class Options:
     budget_s: float = 0.0             # whole run; 0 = unlimited
     device: str = "cuda"              # "cpu": a smoke run of the harness (wall clock, reference engine)
     which: str = "backward"           # the pass timed: flops.PASSES
+    peer_smem: str = "free"           # PEER_SMEM: "sm120" times the peers under a SmemHold (bench.sm120_hold)
+
+
+# how the peers' kernels meet the GPU's shared memory: as the GPU has it, or held to SM120's 100 KB per SM
+PEER_SMEM = ("free", "sm120")
 
 
 def short(exc: BaseException, limit: int = 160) -> str:
@@ -47,11 +52,20 @@ def measure(c: Case, backend, sets: list, opts: Options) -> Result:
         prepared = backend.prepare(c, sets, inputs.softmax_scale(c), opts.which)
         detail = prepared.detail
         t = timing.median_ms(prepared.run, len(sets), warmup=opts.warmup, iters=opts.iters,
-                             max_seconds=opts.max_seconds, device=opts.device)
+                             max_seconds=opts.max_seconds, device=opts.device, hold=hold_for(backend, opts))
     except Exception as exc:  # noqa: BLE001
         return Result(**base, status=NA, detail=detail, note=short(exc, 300))
     return Result(**base, status=OK, ms=t.ms, tflops=tflops(pass_flops(c, opts.which), t.ms), detail=detail,
                   note=f"{t.calls} calls, {len(sets)} set(s), first call {t.first_s:.2f} s")
+
+
+def hold_for(backend, opts: Options):
+    """The SmemHold a backend's timed calls run under (None: as the GPU is): peers only, when asked for."""
+    if opts.peer_smem == "free" or backend.holds_itself or opts.device != "cuda":
+        return None
+    from frost.bench.sm120_hold import SmemHold
+
+    return lambda: SmemHold(max_seconds=opts.max_seconds * 3 + 30)
 
 
 def release_memory() -> None:

@@ -1,14 +1,17 @@
 """Median GPU time of one backward call, with CUDA events after warm-up.
 
 Before each timed call a device-side sleep is queued, so the host's launch work overlaps it and the events measure
-the GPU time of the backward, not Python overhead (benchmarks/bench_host_overhead.py measures that)."""
+the GPU time of the backward, not Python overhead (benchmarks/bench_host_overhead.py measures that). ``hold``: a
+context manager (bench.sm120_hold.SmemHold) the timed calls run inside, after the warm-up; under it only the current
+stream is synchronized (the holder runs on a stream of its own until released)."""
 
 from __future__ import annotations
 
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Callable, Optional
 
 SLEEP_CYCLES = 1_000_000        # ~0.5 ms at 2 GHz: longer than any backend's host work per call
 
@@ -28,13 +31,16 @@ def plan_iters(first_ms: float, iters: int, max_seconds: float, min_iters: int =
 
 
 def median_ms(run: Callable[[int], object], n_sets: int, *, warmup: int = 3, iters: int = 20,
-              max_seconds: float = 10.0, device: str = "cuda") -> Timing:
+              max_seconds: float = 10.0, device: str = "cuda",
+              hold: Optional[Callable[[], AbstractContextManager]] = None) -> Timing:
     """Median time of run(i % n_sets) after warm-up. device="cpu" uses the wall clock (a harness smoke run)."""
-    timed = _cuda_times if device == "cuda" else _wall_times
     first_s = _warm_up(run, n_sets, warmup, max_seconds / 2, device)
-    first = timed(run, [0])[0]
-    n = plan_iters(first, iters, max_seconds)
-    return Timing(statistics.median(timed(run, [i % n_sets for i in range(n)])), n, first_s)
+    with (hold or nullcontext)():
+        timed = _wall_times if device != "cuda" else _stream_times if hold else _cuda_times
+        first = timed(run, [0])[0]
+        n = plan_iters(first, iters, max_seconds)
+        times = timed(run, [i % n_sets for i in range(n)])
+    return Timing(statistics.median(times), n, first_s)
 
 
 def _warm_up(run, n_sets: int, warmup: int, max_seconds: float, device: str) -> float:
@@ -69,10 +75,11 @@ def _wall_times(run, order: list[int]) -> list[float]:
     return times
 
 
-def _cuda_times(run, order: list[int]) -> list[float]:
+def _cuda_times(run, order: list[int], stream_only: bool = False) -> list[float]:
     import torch
 
-    torch.cuda.synchronize()
+    sync = torch.cuda.current_stream().synchronize if stream_only else torch.cuda.synchronize
+    sync()
     events = []
     for i in order:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -81,8 +88,12 @@ def _cuda_times(run, order: list[int]) -> list[float]:
         run(i)
         end.record()
         events.append((start, end))
-    torch.cuda.synchronize()
+    sync()
     return [s.elapsed_time(e) for s, e in events]
+
+
+def _stream_times(run, order: list[int]) -> list[float]:
+    return _cuda_times(run, order, stream_only=True)
 
 
 def _sleep() -> None:

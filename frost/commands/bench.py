@@ -10,6 +10,7 @@ import os
 import sys
 
 from frost.bench.flops import PASSES
+from frost.bench.runner import PEER_SMEM
 
 
 def register(sub) -> None:
@@ -32,6 +33,10 @@ def register(sub) -> None:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--budget-s", type=float, default=0.0,
                    help="stop starting new rows after this many seconds (they are reported as skipped)")
+    p.add_argument("--peer-smem", choices=PEER_SMEM, default="free",
+                   help="sm120: time the peers with every SM held to SM120's 100 KB of shared memory, as frost's "
+                        "kernels hold themselves (on a GPU with more per SM, e.g. the H200's 228 KB); free: as the "
+                        "GPU has it")
     p.add_argument("--render", metavar="JSON", help="only re-render the table and chart of a saved run")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="cpu: a smoke run of the harness (wall clock, frost's reference engine), not a benchmark")
@@ -63,9 +68,9 @@ def _measure(args) -> int:
     os.makedirs(args.out, exist_ok=True)
     suffix = "" if args.which == "backward" else f"_{args.which}"
     stem = os.path.join(args.out, f"bench_{args.suite}_{args.dtype}{suffix}")
-    report = Report(meta={**environment.meta(args.suite, dtype), "pass": args.which})
+    report = Report(meta={**environment.meta(args.suite, dtype), "pass": args.which, "peer_smem": args.peer_smem})
     opts = runner.Options(dtype=dtype, warmup=args.warmup, iters=args.iters, budget_s=args.budget_s,
-                          device=args.device, which=args.which)
+                          device=args.device, which=args.which, peer_smem=args.peer_smem)
     runner.run(list(selected), chosen, opts, report, stem + ".json", log=lambda s: print(s, flush=True))
     if args.ceiling:   # last: a failure here cannot poison the CUDA context the rows above were measured in
         print("measuring the mma.sync ceiling ...", flush=True)

@@ -31,6 +31,7 @@ job varlen_bwd256 $PT $K/test_varlen_gpu.py -k "test_backward and 256"
 job varlen_wide $PT $K/test_varlen_gpu.py -k "past_2_32"
 job nonfinite $PT $K/test_nonfinite_gpu.py
 job deferred_checks $PT $K/test_deferred_checks_gpu.py
+job bench_hold $PT tests/bench/test_sm120_hold.py
 SAN="compute-sanitizer --report-api-errors no"
 job memcheck $SAN --tool memcheck $PT $K/test_kernels_features_gpu.py -k sanitizer_features
 job racecheck $SAN --tool racecheck $PT $K/test_kernels_features_gpu.py -k "sanitizer_features and default"

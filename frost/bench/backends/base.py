@@ -18,6 +18,7 @@ class Prepared:
 class Backend:
     name: str = "?"
     same_class: bool = True          # mma.sync-class kernel: comparable with frost's SM120 design
+    holds_itself: bool = False       # its kernels keep SM120's occupancy themselves: never timed under a SmemHold
 
     def declines(self, c: Case, which: str = "backward") -> str | None:
         """Why this backend cannot time pass ``which`` (flops.PASSES) of `c` (None: it applies). Only case

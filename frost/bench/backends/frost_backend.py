@@ -14,6 +14,7 @@ _TORCH_TO_IR = {"torch.bfloat16": "bfloat16", "torch.float16": "float16"}
 class FrostBackend(Backend):
     name = "frost"
     same_class = True
+    holds_itself = True   # kernels/arch.py: launch_smem_bytes
 
     def prepare(self, c: Case, sets: list, scale: float, which: str = "backward") -> Prepared:
         import frost
