@@ -5,6 +5,8 @@
 #   varlen    benchmarks/bench_varlen.py: packed vs padded vs dense frost vs FA4's varlen kernels
 #   hf        benchmarks/bench_transformers.py --packed: padding-free vs padded training on the gpt-oss slice
 #   fwd bwd step   frost bench --suite standard, each pass, with every peer
+#   heldfwd heldbwd   (only when named) the standard suite's forward / backward with the peers held to SM120's
+#             shared memory per SM (frost bench --peer-smem sm120), into OUT_DIR/held
 #   ncu       (only when named) Nsight Compute on the forward's two limit rows: d128 without a mask, and the
 #             gpt-oss 128-token window with a sink (benchmarks/ncu_kernels.py)
 # Usage: bash benchmarks/gpu_benches.sh OUT_DIR [STEPS (default: all)] [LIMIT_S per step (default 240)]
@@ -24,6 +26,12 @@ for pass in step fwd bwd; do
   which=$([ $pass = fwd ] && echo forward || ([ $pass = bwd ] && echo backward || echo step))
   lim=$(limit_of $pass); [ -n "$lim" ] || continue
   run $pass python3 -m frost bench --suite standard --pass "$which" --out "$out/bench" --budget-s $((lim - 30))
+done
+for pass in heldfwd heldbwd; do
+  which=$([ $pass = heldfwd ] && echo forward || echo backward)
+  lim=$(limit_of $pass); [ -n "$lim" ] || continue
+  run $pass python3 -m frost bench --suite standard --pass "$which" --peer-smem sm120 --out "$out/held" \
+      --budget-s $((lim - 30))
 done
 NCU="ncu --clock-control none --kernel-name regex:FwdKernel --launch-skip 1 --launch-count 1 --section SpeedOfLight"
 NCU="$NCU --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
