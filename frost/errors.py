@@ -24,7 +24,7 @@ class GraphError(FrostError):
     """
 
     def __init__(self, subject: str, value: object, accepted: str, detail: str = "") -> None:
-        self.subject, self.value, self.accepted = subject, value, accepted
+        self.subject, self.value, self.accepted, self.detail = subject, value, accepted, detail
         super().__init__(_fmt(subject, value, accepted, detail))
 
 
@@ -43,7 +43,7 @@ class TensorError(FrostError, ValueError):
     runtime tensor that does not match the plan it is bound to."""
 
     def __init__(self, subject: str, value: object, accepted: str, detail: str = "") -> None:
-        self.subject, self.value, self.accepted = subject, value, accepted
+        self.subject, self.value, self.accepted, self.detail = subject, value, accepted, detail
         super().__init__(_fmt(subject, value, accepted, detail))
 
 

@@ -129,7 +129,8 @@ def in_caller_terms(exc: FrostError, packed: bool = False) -> FrostError:
         return exc
     subject = _ROLE_WORD.sub(lambda m: spec.caller_name(m.group(1), packed), subject)
     subject = _IR_WORD.sub(lambda m: spec.IR_NAMES[m.group(1)], subject)
-    translated = TensorError(subject, exc.value, exc.accepted)  # type: ignore[attr-defined]
+    kind = type(exc) if isinstance(exc, TensorError) else TensorError   # an ArgumentTypeError stays one
+    translated = kind(subject, exc.value, exc.accepted, getattr(exc, "detail", ""))  # type: ignore[attr-defined]
     translated.__cause__ = exc
     return translated
 

@@ -118,9 +118,13 @@ class Holders:
             time.sleep(1e-4)
         return True
 
+    def let_go(self) -> None:
+        """Tell the holders to end (those not started yet end as soon as they start); does not wait."""
+        self.flags[RELEASE] = 1
+
     def release(self) -> bool:
         """Let the holders go and wait for them; True when they had ended on their own timeout."""
-        self.flags[RELEASE] = 1
+        self.let_go()
         self.stream.synchronize()
         return bool(self.flags[TIMED_OUT])
 

@@ -148,3 +148,15 @@ def test_an_internal_error_is_renamed_to_the_callers_parameters():
     assert str(renamed) == "sdpa_backward 'attn'.softmax_scale: got -1.0; accepted: a finite float > 0"
     assert in_caller_terms(TensorError("tensor 'do' (do of op 'attn').data_ptr", "0x2", "aligned")).subject == \
         "tensor 'dout' (dout of op 'attn').data_ptr"
+
+
+def test_renaming_keeps_the_detail_and_the_error_class():
+    """A renamed error still says what its detail said (a deferred length check says the values came from an
+    earlier call), and an ArgumentTypeError stays one."""
+    from frost.api.checks import in_caller_terms
+    from frost.errors import ArgumentTypeError
+
+    late = TensorError("seq_len_q", [64, 69], "lengths in [0, 64]", "found in a call made before this one")
+    assert str(in_caller_terms(late)).endswith("(found in a call made before this one)")
+    typed = in_caller_terms(ArgumentTypeError("tensor 'o'.dtype", "x", "a dtype"))
+    assert isinstance(typed, ArgumentTypeError) and typed.subject == "tensor 'out'.dtype"

@@ -101,7 +101,8 @@ def test_a_held_sm_takes_sm120s_largest_cta_and_nothing_larger():
         assert fits.wait_resident(2.0)
         assert not too_big.wait_resident(0.5)
         assert not fits.release()
-    assert too_big.wait_resident(2.0)      # it starts once the hold is gone
+        too_big.let_go()                   # it ends as soon as it starts: once the hold is gone
+    assert too_big.wait_resident(2.0)
     assert not too_big.release()
 
 

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from frost.integrations import TRANSFORMERS_MIN
+
 torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", minversion=TRANSFORMERS_MIN)
 
 from helpers.scripts import load_script  # noqa: E402
 

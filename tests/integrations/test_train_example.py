@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("transformers")
+from frost.integrations import TRANSFORMERS_MIN
+
+pytest.importorskip("transformers", minversion=TRANSFORMERS_MIN)
 
 from helpers.scripts import load_script  # noqa: E402
 

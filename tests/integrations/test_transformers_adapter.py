@@ -3,7 +3,9 @@ window of sliding_window, the sinks as fp32 with their gradient reaching the par
 
 import pytest
 
-pytest.importorskip("transformers")
+from frost.integrations import TRANSFORMERS_MIN
+
+pytest.importorskip("transformers", minversion=TRANSFORMERS_MIN)
 
 import torch  # noqa: E402
 

@@ -3,7 +3,9 @@ and generation (a growing cache, bottom-right diagonals, sliding caches) matches
 
 import pytest
 
-pytest.importorskip("transformers")
+from frost.integrations import TRANSFORMERS_MIN
+
+pytest.importorskip("transformers", minversion=TRANSFORMERS_MIN)
 
 import torch  # noqa: E402
 from transformers.masking_utils import (and_masks, causal_mask_function, sdpa_mask,  # noqa: E402

@@ -4,7 +4,9 @@ within a row or as DataCollatorWithFlattening's flash kwargs; and they are read 
 
 import pytest
 
-pytest.importorskip("transformers")
+from frost.integrations import TRANSFORMERS_MIN
+
+pytest.importorskip("transformers", minversion=TRANSFORMERS_MIN)
 
 import torch  # noqa: E402
 from transformers.masking_utils import (and_masks, packed_sequence_mask_function,  # noqa: E402

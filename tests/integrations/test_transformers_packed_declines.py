@@ -3,7 +3,9 @@ each other instead."""
 
 import pytest
 
-pytest.importorskip("transformers")
+from frost.integrations import TRANSFORMERS_MIN
+
+pytest.importorskip("transformers", minversion=TRANSFORMERS_MIN)
 
 import torch  # noqa: E402
 from transformers.masking_utils import (and_masks, causal_mask_function, packed_sequence_mask_function,  # noqa: E402

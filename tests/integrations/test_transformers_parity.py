@@ -2,7 +2,9 @@
 
 import pytest
 
-pytest.importorskip("transformers")
+from frost.integrations import TRANSFORMERS_MIN
+
+pytest.importorskip("transformers", minversion=TRANSFORMERS_MIN)
 
 import torch  # noqa: E402
 from hf_tiny_models import assert_fa_rule, batch, gpt_oss, llama, loss_and_grads, mistral, qwen3  # noqa: E402

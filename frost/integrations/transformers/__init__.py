@@ -11,10 +11,16 @@ implementation that has no mask function no mask at all, which would drop the pa
 
 from __future__ import annotations
 
-from frost.integrations.transformers.attention import frost_attention_forward
-from frost.integrations.transformers.errors import (TransformersAdapterError, UnsupportedAttentionMask,
-                                                    UnsupportedAttentionSetting)
-from frost.integrations.transformers.mask import FrostMask, frost_mask
+import transformers
+
+from frost.integrations import check_transformers_version
+
+check_transformers_version(transformers.__version__)
+
+from frost.integrations.transformers.attention import frost_attention_forward  # noqa: E402
+from frost.integrations.transformers.errors import (TransformersAdapterError,  # noqa: E402
+                                                    UnsupportedAttentionMask, UnsupportedAttentionSetting)
+from frost.integrations.transformers.mask import FrostMask, frost_mask  # noqa: E402
 
 NAME = "frost"
 
