@@ -47,6 +47,8 @@ def main() -> None:
     with hold:
         print("resident holders:", hold.holders.resident() if hold.holders else 0)
         print("held:", " ".join(largest_resident(arch, waiting)))
+        if hold.holders is not None:
+            print("holder flags (release, timed out):", hold.holders.flags[:2].tolist())
     torch.cuda.synchronize()
     print("probes left waiting, now ended:", len(waiting))
 
