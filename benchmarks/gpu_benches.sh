@@ -8,7 +8,8 @@
 #   heldfwd heldbwd   (only when named) the standard suite's forward / backward with the peers held to SM120's
 #             shared memory per SM (frost bench --peer-smem sm120), into OUT_DIR/held
 #   ncu       (only when named) Nsight Compute on the forward's two limit rows: d128 without a mask, and the
-#             gpt-oss 128-token window with a sink (benchmarks/ncu_kernels.py)
+#             gpt-oss 128-token window with a sink (benchmarks/ncu_kernels.py); then FA4's d128 forward (its occupancy
+#             on this GPU against what SM120 would give it)
 # Usage: bash benchmarks/gpu_benches.sh OUT_DIR [STEPS (default: all)] [LIMIT_S per step (default 240)]
 # A step may carry its own limit: "varlen:200,step:150" (steps run in the order of the script, not of STEPS).
 set -u
@@ -37,4 +38,6 @@ NCU="ncu --clock-control none --kernel-name regex:FwdKernel --launch-skip 1 --la
 NCU="$NCU --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
 run ncu bash -c "$NCU python3 benchmarks/ncu_kernels.py --forward --batch 4 --heads 16 --seq 4096 --head-dim 128 &&
                  $NCU python3 benchmarks/ncu_kernels.py --forward --batch 2 --heads 64 --heads-kv 8 --seq 4096 \
-                      --head-dim 64 --causal --window 127 --sink"
+                      --head-dim 64 --causal --window 127 --sink &&
+                 ${NCU/regex:FwdKernel/regex:FlashAttentionForward} python3 benchmarks/ncu_kernels.py --fa4 \
+                      --batch 4 --heads 16 --seq 4096 --head-dim 128"

@@ -4,13 +4,14 @@ second launch of a kernel (the forward's is FwdKernel).
     ncu --clock-control none --kernel-name regex:BwdMain --launch-skip 1 --launch-count 1 \\
         --section SpeedOfLight --section Occupancy --section WarpStateStats \\
         python3 benchmarks/ncu_kernels.py --batch 4 --heads 16 --seq 4096 --head-dim 128 [--causal] [--window L]
-        [--deterministic] [--variant NAME] [--forward] [--sink]
+        [--deterministic] [--variant NAME] [--forward] [--sink] [--fa4]
 
 The first call compiles and warms up; the profiled one is the second. Not a benchmark (ncu replays the kernel)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
 import torch
 
@@ -29,6 +30,9 @@ def main() -> None:
     ap.add_argument("--deterministic", action="store_true", help="deterministic mode (ordered dQ)")
     ap.add_argument("--forward", action="store_true", help="profile the forward instead of the backward")
     ap.add_argument("--sink", action="store_true", help="with learnable sink logits (one per query head)")
+    ap.add_argument("--fa4", action="store_true",
+                    help="run FA4's SM120 forward (flash_attn.cute, FLASH_ATTENTION_ARCH=sm_120) instead of frost's: "
+                         "its kernel name contains FlashAttentionForward")
     ap.add_argument("--variant", default=None, help="a tile config of bench_variants.VARIANTS (direct kernel call)")
     a = ap.parse_args()
     if a.variant:
@@ -48,6 +52,14 @@ def main() -> None:
 
     q, k, v, dout = rand(a.heads), rand(hkv), rand(hkv), rand(a.heads)
     window = (a.window, None)
+    if a.fa4:
+        os.environ.setdefault("FLASH_ATTENTION_ARCH", "sm_120")
+        from flash_attn.cute import flash_attn_func
+
+        for _ in range(2):
+            flash_attn_func(q, k, v, causal=a.causal, window_size=window)
+        torch.cuda.synchronize()
+        return
     sink = torch.randn(a.heads, device="cuda", generator=g) if a.sink else None
     out, lse = frost.attention(q, k, v, causal=a.causal, window_size=window, sink=sink, return_lse=True)
     for _ in range(2):
