@@ -14,6 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import torch  # noqa: E402
 
 from frost.bench.sm120_hold import Holders, SmemHold  # noqa: E402
+from frost.kernels.arch import detect_arch  # noqa: E402
 
 SIZES_KB = (48, 64, 96, 99, 100, 104, 112, 120, 126, 160, 200, 226)
 
@@ -36,7 +37,7 @@ def largest_resident(arch: str, waiting: list) -> list[str]:
 
 def main() -> None:
     props = torch.cuda.get_device_properties(0)
-    arch = f"sm_{props.major}{props.minor}a"
+    arch = detect_arch(0)
     print(props.name, "SMs", props.multi_processor_count, "smem/SM",
           getattr(props, "shared_memory_per_multiprocessor", "?"),
           "smem/block optin", getattr(props, "shared_memory_per_block_optin", "?"))

@@ -26,7 +26,8 @@ from cutlass._mlir.dialects import llvm
 from cutlass.cute.runtime import make_fake_stream, make_ptr
 from cutlass.cutlass_dsl import dsl_user_op
 
-from frost.kernels.arch import SM90_SMEM_PER_SM, SM120_SMEM_PER_SM, SMEM_RESERVED_PER_CTA
+from frost.kernels.arch import SM120_SMEM_PER_SM, SMEM_RESERVED_PER_CTA, arch_config, detect_arch
+from frost.kernels.compile_cache import CompileCache
 
 RELEASE, TIMED_OUT, FIRST_RESIDENT = 0, 1, 2   # int32 slots of the flag buffer: host -> holders, holders -> host
 RESIDENCY_TIMEOUT_S = 5.0
@@ -90,23 +91,21 @@ class HoldBroken(RuntimeError):
     waited for it)."""
 
 
+_COMPILED: CompileCache[tuple[int, str], object] = CompileCache(lambda key: compile_hold(*key))
+
+
 class Holders:
     """``grid`` holder CTAs of ``smem`` bytes each on their own stream, with the host's view of their flags."""
-
-    _compiled: dict[tuple[int, str], object] = {}
 
     def __init__(self, smem: int, grid: int, max_seconds: float, arch: str):
         import cuda.bindings.driver as cuda
         import torch
 
-        key = (smem, arch)
-        if key not in self._compiled:
-            self._compiled[key] = compile_hold(smem, arch)
         self.grid = grid
         self.flags = torch.zeros(FIRST_RESIDENT + grid, dtype=torch.int32).pin_memory()
         self.stream = torch.cuda.Stream()
         ptr = make_ptr(Int32, self.flags.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
-        self._compiled[key](ptr, Int32(grid), Int64(int(max_seconds * 1e9)), cuda.CUstream(self.stream.cuda_stream))
+        _COMPILED.get((smem, arch))(ptr, Int32(grid), Int64(int(max_seconds * 1e9)), cuda.CUstream(self.stream.cuda_stream))
 
     def resident(self) -> int:
         """How many holder CTAs have started."""
@@ -140,10 +139,11 @@ class SmemHold:
         import torch
 
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        self.arch = detect_arch(torch.cuda.current_device())
         self.sms = props.multi_processor_count
-        self.smem = hold_bytes(_smem_per_sm(props))
+        self.smem = hold_bytes(getattr(props, "shared_memory_per_multiprocessor", 0)
+                               or arch_config(self.arch).smem_per_sm)
         self.max_seconds = max_seconds
-        self.arch = f"sm_{props.major}{props.minor}a"
         self.holders: Holders | None = None
 
     def __enter__(self) -> "SmemHold":
@@ -163,17 +163,6 @@ class SmemHold:
         self.holders = None
         if timed_out and exc[0] is None:
             raise HoldBroken("the holder ended on its own timeout: the timed work waited on the whole device")
-
-
-def _smem_per_sm(props) -> int:
-    """Shared memory per SM of a device: torch's property where it has one, else by compute capability."""
-    smem = getattr(props, "shared_memory_per_multiprocessor", None)
-    if smem:
-        return int(smem)
-    by_major = {9: SM90_SMEM_PER_SM, 12: SM120_SMEM_PER_SM}
-    if props.major not in by_major:
-        raise HoldBroken(f"shared memory per SM of compute capability {props.major}.{props.minor} is not known")
-    return by_major[props.major]
 
 
 __all__ = ["HoldBroken", "Holders", "SmemHold", "compile_hold", "hold_bytes"]

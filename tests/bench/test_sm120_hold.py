@@ -81,11 +81,9 @@ def test_caption_says_how_the_backends_met_shared_memory():
 
 def _probe(smem: int):
     from frost.bench.sm120_hold import Holders
+    from frost.kernels.arch import detect_arch
 
-    import torch
-
-    props = torch.cuda.get_device_properties(torch.cuda.current_device())
-    return Holders(smem, 1, 5.0, f"sm_{props.major}{props.minor}a")
+    return Holders(smem, 1, 5.0, detect_arch())
 
 
 @pytest.mark.gpu
