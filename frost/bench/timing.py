@@ -11,6 +11,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from typing import Callable, Optional
 
 SLEEP_CYCLES = 1_000_000        # ~0.5 ms at 2 GHz: longer than any backend's host work per call
@@ -36,7 +37,7 @@ def median_ms(run: Callable[[int], object], n_sets: int, *, warmup: int = 3, ite
     """Median time of run(i % n_sets) after warm-up. device="cpu" uses the wall clock (a harness smoke run)."""
     first_s = _warm_up(run, n_sets, warmup, max_seconds / 2, device)
     with (hold or nullcontext)():
-        timed = _wall_times if device != "cuda" else _stream_times if hold else _cuda_times
+        timed = _wall_times if device != "cuda" else partial(_cuda_times, stream_only=hold is not None)
         first = timed(run, [0])[0]
         n = plan_iters(first, iters, max_seconds)
         times = timed(run, [i % n_sets for i in range(n)])
@@ -90,10 +91,6 @@ def _cuda_times(run, order: list[int], stream_only: bool = False) -> list[float]
         events.append((start, end))
     sync()
     return [s.elapsed_time(e) for s, e in events]
-
-
-def _stream_times(run, order: list[int]) -> list[float]:
-    return _cuda_times(run, order, stream_only=True)
 
 
 def _sleep() -> None:
