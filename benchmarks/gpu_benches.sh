@@ -23,16 +23,11 @@ run() { local name=$1; shift; lim=$(limit_of "$name"); [ -n "$lim" ] || return
 run lengths python3 benchmarks/bench_length_checks.py --json "$out/lengths.json"
 run varlen python3 benchmarks/bench_varlen.py --json "$out/varlen.json" --markdown "$out/varlen.md"
 run hf python3 benchmarks/bench_transformers.py --packed --seqs 4096,16384 --out "$out/hf_packed.md"
-for pass in step fwd bwd; do
-  which=$([ $pass = fwd ] && echo forward || ([ $pass = bwd ] && echo backward || echo step))
+for pass in step fwd bwd heldfwd heldbwd; do
   lim=$(limit_of $pass); [ -n "$lim" ] || continue
-  run $pass python3 -m frost bench --suite standard --pass "$which" --out "$out/bench" --budget-s $((lim - 30))
-done
-for pass in heldfwd heldbwd; do
-  which=$([ $pass = heldfwd ] && echo forward || echo backward)
-  lim=$(limit_of $pass); [ -n "$lim" ] || continue
-  run $pass python3 -m frost bench --suite standard --pass "$which" --peer-smem sm120 --out "$out/held" \
-      --budget-s $((lim - 30))
+  case $pass in *fwd) which=forward;; *bwd) which=backward;; *) which=step;; esac
+  case $pass in held*) held="--peer-smem sm120"; dir=held;; *) held=""; dir=bench;; esac
+  run $pass python3 -m frost bench --suite standard --pass "$which" $held --out "$out/$dir" --budget-s $((lim - 30))
 done
 NCU="ncu --clock-control none --kernel-name regex:FwdKernel --launch-skip 1 --launch-count 1 --section SpeedOfLight"
 NCU="$NCU --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
