@@ -4,10 +4,13 @@
 # compiles overlap), plus compute-sanitizer memcheck and racecheck on the small GQA + padding + band + sink
 # configuration, on the tail shapes of every tile family and on small packed problems (test_sanitizer_case). Each job runs under `timeout`.
 # Usage: bash tests/kernels/gpu_validation.sh OUT_DIR [LIMIT_S]; logs in OUT_DIR/*.log, summary on stdout.
+# GPU_JOBS="name name ..." runs only the named jobs (fewer processes share the CPU cores that compile).
 set -u
 out=${1:?out dir}; lim=${2:-170}
 mkdir -p "$out"
-job() { local name=$1; shift; (timeout "$lim" "$@" > "$out/$name.log" 2>&1; echo "rc=$?" >> "$out/$name.log") & }
+job() { local name=$1; shift
+  case " ${GPU_JOBS:-$name} " in *" $name "*) ;; *) return ;; esac
+  (timeout "$lim" "$@" > "$out/$name.log" 2>&1; echo "rc=$?" >> "$out/$name.log") & }
 PT="python3 -m pytest -q -p no:cacheprovider -m gpu"
 K=tests/kernels
 job core_f16 $PT $K/test_kernels_gpu.py -k "test_matrix and float16 and not bfloat16"
