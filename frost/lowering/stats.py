@@ -1,9 +1,12 @@
-"""Cache statistics shared by the plan cache and the kernel cache, readable as `frost.cache_stats()`."""
+"""Cache statistics of the plan cache, the kernel cache and the disk caches, readable as `frost.cache_stats()`. The
+kernel and disk caches bump COUNTERS; the plan cache counts under its own lock and is read here."""
 
 from __future__ import annotations
 
 import threading
 from dataclasses import asdict, dataclass, fields
+
+from frost.lowering.plan_cache import PLANS
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class CacheStats:
 
 
 class _Counters:
-    """Plain ints under a lock: a bump is on the plan-cache hit path, so it must cost well under a microsecond."""
+    """Plain ints under a lock (the counts of the caches that do not keep their own)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -40,11 +43,13 @@ class _Counters:
 
     def snapshot(self) -> CacheStats:
         with self._lock:
-            return CacheStats(**self._counts)
+            counts = dict(self._counts)
+        return CacheStats(**(counts | PLANS.snapshot_counts()))
 
     def reset(self) -> None:
         with self._lock:
             self._counts = dict.fromkeys(self._counts, 0)
+        PLANS.snapshot_counts(reset=True)
 
 
 COUNTERS = _Counters()

@@ -2,17 +2,23 @@ import threading
 import time
 
 from frost.lowering import cache_stats
-from frost.lowering.plan_cache import PlanCache
+from frost.lowering.plan_cache import PLANS, PlanCache
 
 
 def test_lru_hits_misses_and_evictions():
     cache = PlanCache(max_size=2)
-    before = cache_stats()
     for key in ("a", "b", "a", "c", "b"):  # c evicts b (a was refreshed), then b is built again and evicts a
         cache.get_or_build(key, lambda key=key: key.upper())
-    d = cache_stats() - before
-    assert (d.hits, d.misses, d.evictions) == (1, 4, 2)
+    assert cache.snapshot_counts() == {"hits": 1, "misses": 4, "evictions": 2}
     assert len(cache) == 2
+
+
+def test_cache_stats_read_the_shared_plan_cache():
+    before = cache_stats()
+    PLANS.get_or_build(("test_plan_cache", "x"), lambda: "plan")
+    PLANS.get(("test_plan_cache", "x"))
+    d = cache_stats() - before
+    assert (d.hits, d.misses) == (1, 1)
 
 
 def test_resize_evicts_oldest():
