@@ -47,7 +47,7 @@ class Call:
     @cached_property
     def _key(self) -> tuple[Hashable, ...]:
         metas = tuple((r, t.dtype, t.shape, t.stride(), t.device) for r, t in self.given.items())
-        return (self.kind, self.layout.name, self.options.mask(), self.max_seqlens, self.deterministic,
+        return (self.kind, self.layout.packed, self.options.mask(), self.max_seqlens, self.deterministic,
                 compiler.generation, *metas)
 
     def graph(self, outputs: dict[str, torch.Tensor]) -> Graph:
@@ -101,16 +101,42 @@ def run(call: Call, make_outputs: Callable[[], dict[str, torch.Tensor]]) -> dict
     return outputs
 
 
+def forward_outputs(call: Call) -> dict[str, torch.Tensor]:
+    """Fresh out (the caller's layout, contiguous) and lse (B, Hq, Sq) / (Hq, Tq) fp32. A packed call's tokens
+    outside every sequence are never written, so they start at zero / -inf."""
+    q, v = call.given["q"], call.given["v"]
+    shape = (*q.shape[:-1], v.shape[-1])
+    if call.layout.packed:
+        tq, hq = q.shape[0], q.shape[1]
+        return {"o": q.new_zeros(shape),
+                "lse": torch.full((hq, tq), float("-inf"), dtype=torch.float32, device=q.device)}
+    b, sq, hq = q.shape[:3]
+    return {"o": q.new_empty(shape), "lse": torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)}
+
+
+_GRADIENTS = tuple((grad.role, grad.grad_of or "", grad.optional) for grad in spec.outputs("backward"))
+
+
+def backward_outputs(call: Call) -> dict[str, torch.Tensor]:
+    """Fresh gradients (frost.spec: dq, dk, dv, and dsink with a sink), each laid out like its input; zeros where a
+    kernel may not write every element (packed tokens outside every sequence; dsink)."""
+    grads = {}
+    for role, of, optional in _GRADIENTS:
+        src = call.given.get(of)
+        if src is not None:
+            grads[role] = (torch.zeros_like if call.layout.packed or optional else torch.empty_like)(src)
+    return grads
+
+
 def forward(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
     """(out, lse) of a forward call."""
-    q, v = call.given["q"], call.given["v"]
-    outputs = run(call, lambda: call.layout.forward_outputs(q, v))
+    outputs = run(call, lambda: forward_outputs(call))
     return outputs["o"], outputs["lse"]
 
 
 def backward(call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
     """(dq, dk, dv, dsink or None) of a backward call."""
-    grads = run(call, lambda: call.layout.backward_outputs(call.given))
+    grads = run(call, lambda: backward_outputs(call))
     return grads["dq"], grads["dk"], grads["dv"], grads.get("dsink")
 
 

@@ -1,7 +1,7 @@
 """A call's memory layout: dense (B, S, H, D) batches or packed (T, H, D) tokens over cu_seqlens. Packing is a
 layout of one implementation, not a second one: the layout says how the caller's tensors map to the IR's logical
-shapes ((B, H, S, D), or (H, T, D) ragged over the offsets), what the caller calls each role, and how fresh outputs
-start (a packed call's tokens outside every sequence are never written, so they start at zero / -inf)."""
+shapes ((B, H, S, D), or (H, T, D) ragged over the offsets) and what the caller calls each role. A call's fresh
+outputs are api.calls' (they are allocated on every call; the mapping here is first-call work)."""
 
 from __future__ import annotations
 
@@ -52,26 +52,6 @@ class Layout:
             ragged = Ragged(offsets=f"cu_seqlens_{side}", max_len=max_seqlens[0 if side == "q" else 1])
         return TensorSpec(name=role, shape=tuple(view.shape), strides=tuple(view.stride()), dtype=dtype,
                           ragged=ragged)
-
-    def forward_outputs(self, q: torch.Tensor, v: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Fresh out (the caller's layout, contiguous) and lse (B, Hq, Sq) / (Hq, Tq) fp32."""
-        shape = (*q.shape[:-1], v.shape[-1])
-        if self.packed:
-            tq, hq = q.shape[0], q.shape[1]
-            return {"o": q.new_zeros(shape),
-                    "lse": torch.full((hq, tq), float("-inf"), dtype=torch.float32, device=q.device)}
-        b, sq, hq = q.shape[:3]
-        return {"o": q.new_empty(shape), "lse": torch.empty((b, hq, sq), dtype=torch.float32, device=q.device)}
-
-    def backward_outputs(self, given: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """Fresh gradients (frost.spec: dq, dk, dv, and dsink with a sink), each laid out like its input; zeros
-        where a kernel may not write every element (packed tokens outside every sequence; dsink)."""
-        grads = {}
-        for grad in spec.outputs("backward"):
-            src = given.get(grad.grad_of or "")
-            if src is not None:
-                grads[grad.role] = (torch.zeros_like if self.packed or grad.optional else torch.empty_like)(src)
-        return grads
 
 
 DENSE = Layout(packed=False)
