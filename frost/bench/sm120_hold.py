@@ -41,11 +41,12 @@ def hold_bytes(smem_per_sm: int) -> int:
 
 @dsl_user_op
 def _mark_and_sleep(flags: cute.Pointer, block: Int32, max_ns: Int64, *, loc=None, ip=None) -> None:
-    """Mark this CTA resident (flags[FIRST_RESIDENT + block] = 1), then sleep until flags[RELEASE] turns non-zero
+    """Mark this CTA resident (flags[FIRST_RESIDENT + block] = its SM's id + 1), then sleep until flags[RELEASE] turns non-zero
     or ``max_ns`` pass (then flags[TIMED_OUT] = 1). Volatile accesses: the flags live in mapped host memory."""
     from cutlass.cute.arch.nvvm_wrappers import _normalize_ptr
 
-    body = (f"mul.wide.u32 a, $1, 4;\n\tadd.s64 a, a, $0;\n\tst.volatile.global.b32 [a+{4 * FIRST_RESIDENT}], 1;\n\t"
+    body = (f"mul.wide.u32 a, $1, 4;\n\tadd.s64 a, a, $0;\n\tmov.u32 v, %smid;\n\tadd.u32 v, v, 1;\n\t"
+            f"st.volatile.global.b32 [a+{4 * FIRST_RESIDENT}], v;\n\t"
             "mov.u64 t0, %globaltimer;\n\t"
             "FROST_HOLD_${:uid}:\n\t"
             f"ld.volatile.global.b32 v, [$0+{4 * RELEASE}];\n\tsetp.ne.s32 p, v, 0;\n\t@p bra FROST_FREE_${{:uid}};\n\t"
@@ -109,7 +110,11 @@ class Holders:
 
     def resident(self) -> int:
         """How many holder CTAs have started."""
-        return int(self.flags[FIRST_RESIDENT:].sum())
+        return int((self.flags[FIRST_RESIDENT:] != 0).sum())
+
+    def sms(self) -> list[int]:
+        """The SM of each started CTA."""
+        return [int(v) - 1 for v in self.flags[FIRST_RESIDENT:].tolist() if v != 0]
 
     def wait_resident(self, timeout_s: float) -> bool:
         """Whether every holder CTA started within ``timeout_s``."""
