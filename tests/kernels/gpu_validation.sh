@@ -25,7 +25,8 @@ job fwd_dims $PT $K/test_forward_gpu.py -k "test_head_dims"
 job fwd_rest $PT $K/test_forward_gpu.py -k "not test_head_dims and not sanitizer_case and not variant"
 job fwd_var64 $PT $K/test_forward_gpu.py -k "variant and d64"
 job fwd_var128 $PT $K/test_forward_gpu.py -k "variant and not d64"
-job api_gpu $PT tests/api tests/integrations
+job api_gpu $PT tests/api
+job integrations_gpu $PT tests/integrations
 job varlen_fwd $PT $K/test_varlen_gpu.py -k "test_forward"
 job varlen_bwd64 $PT $K/test_varlen_gpu.py -k "test_backward and 64"
 job varlen_bwd128 $PT $K/test_varlen_gpu.py -k "test_backward and 128"
