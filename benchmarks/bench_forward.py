@@ -46,7 +46,7 @@ SHAPES = (
 # first is the table's
 VARIANTS = {64: ((128, 64, 4, 2, 2, True), (128, 64, 4, 2, 2), (128, 64, 4, 2, 2, True, True), (64, 64, 4, 2, 2),
                  (64, 64, 4, 2, 2, True), (64, 32, 4, 2, 2)),
-            128: ((128, 32, 4, 2, 1), (128, 64, 8, 1, 2), (128, 32, 4, 2, 1, False, True), (128, 64, 8, 1, 2, True),
+            128: ((128, 32, 4, 2, 1), (128, 64, 4, 1, 1), (128, 64, 4, 1, 2), (128, 64, 8, 1, 2), (128, 32, 4, 2, 1, False, True), (128, 64, 8, 1, 2, True),
                   (128, 64, 8, 1, 2, True, True), (256, 32, 8, 1, 1), (128, 128, 8, 1, 1))}
 
 
@@ -128,11 +128,13 @@ def _time(run, iters: int) -> float:
     return median_ms(lambda i: run(), 1, warmup=3, iters=iters, max_seconds=5.0).ms
 
 
-def variants(iters: int, rounds: int) -> None:
-    """frost's tile alternatives side by side on the d64 / d128 shapes, ``rounds`` times over (the spread between
-    rounds is the noise). Every tile is compiled before any is timed, so the timings run back to back."""
+def variants(iters: int, rounds: int, dims: tuple[int, ...], only: tuple[tuple, ...] = ()) -> None:
+    """frost's tile alternatives side by side on the d64 / d128 shapes (those of ``dims``; of the tiles only those in
+    ``only`` when it is given), ``rounds`` times over (the spread between rounds is the noise). Every tile is compiled
+    before any is timed, so the timings run back to back."""
+    chosen = {d: tuple(t for t in tiles if not only or t in only) for d, tiles in VARIANTS.items() if d in dims}
     runs = {}
-    for d, tiles in VARIANTS.items():
+    for d, tiles in chosen.items():
         for sh in (sh for sh in SHAPES if sh.d == d):
             q, k, v, sink = _inputs(sh)
             for tile in tiles:
@@ -140,7 +142,7 @@ def variants(iters: int, rounds: int) -> None:
                     runs[d, tile, sh.name] = frost_runner(sh, q, k, v, sink, tile)
                 except Exception as e:
                     runs[d, tile, sh.name] = f"error {type(e).__name__}: {str(e)[:60]}"
-    for d, tiles in [(d, tiles) for _ in range(rounds) for d, tiles in VARIANTS.items()]:
+    for d, tiles in [(d, tiles) for _ in range(rounds) for d, tiles in chosen.items()]:
         shapes = [sh for sh in SHAPES if sh.d == d]
         print(f"d{d} (m, n, warps, min_blocks, stages, q_in_regs, lazy_rescale): "
               + "  ".join(sh.name for sh in shapes))
@@ -162,9 +164,13 @@ def main(argv=None) -> None:
     p.add_argument("--shapes", choices=("all", "quick"), default="all")
     p.add_argument("--variants", action="store_true")
     p.add_argument("--rounds", type=int, default=2, help="--variants: times each tile this many times over")
+    p.add_argument("--dims", default="64,128", help="--variants: the head dims whose tiles are timed")
+    p.add_argument("--tiles", default="", help='--variants: only these VARIANTS tiles, e.g. "128,32,4,2,1;128,64,4,1,1"')
     args = p.parse_args(argv)
     if args.variants:
-        variants(args.iters, args.rounds)
+        only = tuple(tuple(int(x) if x.isdigit() else x == "True" for x in t.split(",")) for t in args.tiles.split(";")
+                     if t)
+        variants(args.iters, args.rounds, tuple(int(d) for d in args.dims.split(",")), only)
         return
     shapes = SHAPES if args.shapes == "all" else SHAPES[:4]
     runners = (("frost", frost_runner), ("torch_flash", torch_runner), ("fa4_sm120", fa4_runner))
