@@ -12,8 +12,10 @@ ended that way is reported as broken, never timed as if it held.
 frost's own backend never runs under a hold: its launches request the shared memory of its SM120 occupancy, which
 the held SMs no longer have. This module imports cutlass; the bench loads it only when asked to hold.
 
-Not yet working: on an H100 a 120 KB CTA started on a held SM (tests/bench/test_sm120_hold.py); the bench's
---peer-smem defaults to "free" until benchmarks/check_smem_hold.py shows a held SM taking 99 KB and no more."""
+Not working yet: on an H100 one holder CTA sits on each of the 132 SMs and stays there, and then no probe CTA starts
+within a second, not even a 48 KB one (benchmarks/check_smem_hold.py): a held SM does not offer the 100 KB the
+holder leaves. The bench's --peer-smem defaults to "free" until that script shows a held SM taking 99 KB and no
+more."""
 
 from __future__ import annotations
 
