@@ -1,11 +1,14 @@
-"""Host-side checks shared by every kernel family's launcher: the io tensors' metadata, the small side tensors
-(lengths, sink, dsink, dlse), the per-batch length values and a packed call's prefix sums. Which shapes a call's
-tensors must have is each family's (their layouts differ)."""
+"""Host-side checks shared by every kernel family's launcher: the io tensors' metadata, the optional tensors
+frost.spec declares (their dtype and shape rule read from it), the per-batch length values and a packed call's
+prefix sums. Which shapes a call's io tensors must have is each family's (their layouts differ)."""
 
 from __future__ import annotations
 
+from frost import spec
 from frost.errors import TensorError
 from frost.spec import gqa_accepted, heads_divide
+
+_SIDE_DTYPES = {"float32": "float32", "int32": "int32"}
 
 
 def check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: bool = True) -> None:
@@ -17,6 +20,25 @@ def check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: boo
     _check_meta(name, t, shape, dtype, device)
     if contiguous and t.numel() > 1 and t.stride(0) != 1:
         raise TensorError(f"{name}.stride", t.stride(), "contiguous")
+
+
+def check_optional_tensors(kind: spec.Kind, t, dims: dict[str, int], packed: bool, device) -> None:
+    """Every optional tensor frost.spec declares for an op of ``kind`` (lengths, sink, dlse; a backward's dsink)
+    that ``t`` holds as an attribute of its role's name, against the spec's dtype and shape (``dims``: the call's
+    sizes by the spec's letters, B, Hq, Sq or Tq); a gradient output is given exactly when its input is."""
+    import torch
+
+    for role in spec.TENSORS:
+        if not role.optional or (kind not in role.reads and kind not in role.writes):
+            continue
+        x = getattr(t, role.role, None)
+        shape = tuple(dims[d] for d in role.shape(packed))
+        dtype = getattr(torch, _SIDE_DTYPES[role.dtype])
+        if role.grad_of and (x is None) != (getattr(t, role.grad_of, None) is None):
+            raise TensorError(role.role, None if x is None else "a tensor",
+                              f"a {dtype} {shape} output exactly when {role.grad_of} is given")
+        if x is not None:
+            check_side_tensor(role.role, x, shape, dtype, device, contiguous=len(shape) == 1)
 
 
 def check_heads(name: str, heads: int, heads_kv: int) -> None:

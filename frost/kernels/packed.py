@@ -48,10 +48,10 @@ def check_packed_values(packed: Packed, tokens_q: int, tokens_kv: int, seqused_q
                               max_seqlen_name=f"max_seqlen_{side}")
 
 
-def check_packed_side(packed, device, tokens_q: int, tokens_kv: int, seqused_q, seqused_kv) -> None:
-    """The segments' tensors (prefix sums int32 (B + 1,) on ``device``), the max_seqlens (ints in [0, MAX_SEQ]),
-    the token counts (below 2**31: the kernels take them as int32) and the seqused tensors (int32 (B,)) of a packed
-    call, forward or backward."""
+def check_packed_side(packed, device, tokens_q: int, tokens_kv: int) -> None:
+    """The segments' tensors (prefix sums int32 (B + 1,) on ``device``), the max_seqlens (ints in [0, MAX_SEQ]) and
+    the token counts (below 2**31: the kernels take them as int32) of a packed call, forward or backward (its
+    seqused tensors are optional inputs: host_checks.check_optional_tensors)."""
     import torch
 
     from frost.kernels.host_checks import check_side_tensor
@@ -65,6 +65,3 @@ def check_packed_side(packed, device, tokens_q: int, tokens_kv: int, seqused_q, 
     for name, n in (("tokens_q", tokens_q), ("tokens_kv", tokens_kv)):
         if n >= 2 ** 31:
             raise TensorError(name, n, "fewer than 2**31 tokens")
-    for name, t in (("seqused_q", seqused_q), ("seqused_kv", seqused_kv)):
-        if t is not None:
-            check_side_tensor(name, t, (batch,), torch.int32, device)

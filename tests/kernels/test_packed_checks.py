@@ -21,7 +21,7 @@ def _packed(cu_q=CU, cu_kv=CU, max_q=7, max_kv=7):
 
 def test_good_segments_pass():
     check_packed_values(_packed(), 10, 12, torch.tensor([3, 0, 5], dtype=torch.int32), None)
-    check_packed_side(_packed(), torch.device("cpu"), 10, 12, None, torch.tensor([1, 0, 7], dtype=torch.int32))
+    check_packed_side(_packed(), torch.device("cpu"), 10, 12)
 
 
 @pytest.mark.parametrize("bad, subject", [
@@ -40,16 +40,15 @@ def test_seqused_past_its_segment_is_named():
         check_packed_values(_packed(), 10, 10, None, torch.tensor([4, 0, 7], dtype=torch.int32))
 
 
-@pytest.mark.parametrize("packed, tensors, subject", [
-    (_packed(cu_q=CU.long()), {}, "cu_seqlens_q.dtype"),
-    (_packed(cu_kv=CU[:-1]), {}, "cu_seqlens_kv.shape"),
-    (_packed(max_q=True), {}, "max_seqlen_q"),
-    (_packed(max_kv=-1), {}, "max_seqlen_kv"),
-    (_packed(), dict(seqused_q=torch.zeros(4, dtype=torch.int32)), "seqused_q.shape"),
+@pytest.mark.parametrize("packed, subject", [
+    (_packed(cu_q=CU.long()), "cu_seqlens_q.dtype"),
+    (_packed(cu_kv=CU[:-1]), "cu_seqlens_kv.shape"),
+    (_packed(max_q=True), "max_seqlen_q"),
+    (_packed(max_kv=-1), "max_seqlen_kv"),
 ])
-def test_bad_segment_tensors_are_named(packed, tensors, subject):
+def test_bad_segment_tensors_are_named(packed, subject):
     with pytest.raises(TensorError) as info:
-        check_packed_side(packed, torch.device("cpu"), 10, 10, tensors.get("seqused_q"), None)
+        check_packed_side(packed, torch.device("cpu"), 10, 10)
     assert info.value.subject == subject
 
 

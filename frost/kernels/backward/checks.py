@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from frost import limits
 from frost.errors import TensorError
-from frost.kernels.host_checks import check_heads, check_io_tensor, check_length_values, check_side_tensor
+from frost.kernels.host_checks import check_heads, check_io_tensor, check_length_values, check_optional_tensors
 from frost.kernels.packed import check_packed_side, check_packed_values
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def check_io(cfg, t: BackwardTensors) -> tuple[int, int, int, int, int, int, int
     if packed is not None:
         tokens_q, tokens_kv = seq_q, seq_kv
         seq_q, seq_kv = packed.max_seqlen_q, packed.max_seqlen_kv
-        check_packed_side(packed, q.device, tokens_q, tokens_kv, None, None)
+        check_packed_side(packed, q.device, tokens_q, tokens_kv)
     return batch, heads, heads_kv, seq_q, seq_kv, tokens_q, tokens_kv
 
 
@@ -74,19 +74,9 @@ def check_side_inputs(t: BackwardTensors, sizes: tuple, check_lengths: bool = Fa
     import torch
 
     batch, heads, _, seq_q, seq_kv, tokens_q, tokens_kv = sizes
-    q = t.q
-    for name, x in (("seq_len_q", t.seq_len_q), ("seq_len_kv", t.seq_len_kv)):
-        if x is not None:
-            check_side_tensor(name, x, (batch,), torch.int32, q.device)
-    if (t.sink is None) != (t.dsink is None):
-        raise TensorError("dsink", None if t.dsink is None else "a tensor",
-                          "a fp32 (Hq,) output exactly when sink is given")
-    if t.sink is not None:
-        check_side_tensor("sink", t.sink, (heads,), torch.float32, q.device)
-        check_side_tensor("dsink", t.dsink, (heads,), torch.float32, q.device)
-    if t.dlse is not None:
-        shape = (heads, q.shape[1]) if t.packed is not None else (batch, heads, q.shape[2])
-        check_side_tensor("dlse", t.dlse, shape, torch.float32, q.device, contiguous=False)
+    packed = t.packed is not None
+    dims = {"B": batch, "Hq": heads, "Sq": seq_q, "Tq": tokens_q}
+    check_optional_tensors("backward", t, dims, packed, t.q.device)
     if check_lengths and t.packed is not None:
         check_packed_values(t.packed, tokens_q, tokens_kv, t.seq_len_q, t.seq_len_kv)
     elif check_lengths:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from frost.errors import TensorError
-from frost.kernels.host_checks import check_heads, check_io_tensor, check_length_values, check_side_tensor
+from frost.kernels.host_checks import check_heads, check_io_tensor, check_length_values, check_optional_tensors
 from frost.kernels.packed import check_packed_side, check_packed_values
 from frost.limits import MAX_SEQ
 from frost.spec import valid_scale
@@ -40,7 +40,7 @@ def check_forward_tensors(cfg, t: ForwardTensors) -> tuple[int, int, int, int, i
     """(batch, heads, heads_kv, seq_q, seq_kv) of a valid dense call; raises TensorError otherwise."""
     import torch
 
-    q, k, v, o, lse, seq_len_q, seq_len_kv, sink, _ = t
+    q, k, v, o, lse = t.q, t.k, t.v, t.o, t.lse
     for name, x in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
         if not isinstance(x, torch.Tensor):
             raise TensorError(name, type(x).__name__, "a torch.Tensor")
@@ -66,11 +66,7 @@ def check_forward_tensors(cfg, t: ForwardTensors) -> tuple[int, int, int, int, i
                           f"torch.float32 {(batch, heads, seq_q)} on {q.device}")
     if q.device.type != "cuda":
         raise TensorError("q.device", str(q.device), "a CUDA device (the kernel runs there)")
-    for name, x in (("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv)):
-        if x is not None:
-            check_side_tensor(name, x, (batch,), torch.int32, q.device)
-    if sink is not None:
-        check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
+    check_optional_tensors("forward", t, {"B": batch, "Hq": heads, "Sq": seq_q}, False, q.device)
     return batch, heads, heads_kv, seq_q, seq_kv
 
 
@@ -79,7 +75,7 @@ def check_packed_forward_tensors(cfg, t: ForwardTensors) -> None:
     order), the segments' prefix sums int32 (B + 1,) and seqused (B,) on q's device; raises TensorError."""
     import torch
 
-    q, k, v, o, lse, seqused_q, seqused_kv, sink, packed = t
+    q, k, v, o, lse, packed = t.q, t.k, t.v, t.o, t.lse, t.packed
     if packed is None:
         raise TensorError("packed", None, "the segments (kernels.packed.Packed) of a varlen kernel's call")
     for name, x in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
@@ -102,6 +98,5 @@ def check_packed_forward_tensors(cfg, t: ForwardTensors) -> None:
                           f"torch.float32 {(heads, tokens_q)} on {q.device}")
     if q.device.type != "cuda":
         raise TensorError("q.device", str(q.device), "a CUDA device (the kernel runs there)")
-    check_packed_side(packed, q.device, tokens_q, tokens_kv, seqused_q, seqused_kv)
-    if sink is not None:
-        check_side_tensor("sink", sink, (heads,), torch.float32, q.device)
+    check_packed_side(packed, q.device, tokens_q, tokens_kv)
+    check_optional_tensors("forward", t, {"B": packed.batch, "Hq": heads, "Tq": tokens_q}, True, q.device)
