@@ -4,6 +4,7 @@ temporaries and may synchronise (it validates sequence lengths and reads packed 
 
 from __future__ import annotations
 
+from frost import spec
 from frost.analyzer.facts import Facts
 from frost.lowering.keys import feature_tag
 from frost.lowering.plan import KernelLaunch, Lowering
@@ -21,12 +22,16 @@ def _options(op, facts: Facts) -> dict:
                 band_right=op.band_right)
 
 
-def _lengths(ins) -> tuple[tuple[str, str], ...]:
-    """(argument, graph input) pairs for the offsets and lengths: seq_len_* are a packed op's seqused_*."""
-    if ins.cu_seqlens_q is None:
-        return ("seq_len_q", ins.seq_len_q), ("seq_len_kv", ins.seq_len_kv)
-    return (("cu_q", ins.cu_seqlens_q), ("cu_kv", ins.cu_seqlens_kv), ("seqused_q", ins.seq_len_q),
-            ("seqused_kv", ins.seq_len_kv))
+def _optional_args(kind: spec.Kind, ins) -> dict[str, str]:
+    """Keyword -> graph tensor of the optional inputs frost.spec declares for an op of ``kind`` that this op has;
+    the reference takes them by the caller's names (a packed op's seq_len_* are its seqused_*)."""
+    packed = ins.cu_seqlens_q is not None
+    return {spec.caller_name(role, packed): name for role, name in spec.optional_ports(kind, ins, None).items()}
+
+
+def _offsets(ins) -> tuple[str, ...]:
+    """A packed op's prefix sums (the varlen reference's positional cu_q, cu_kv); none for a dense op."""
+    return () if ins.cu_seqlens_q is None else (ins.cu_seqlens_q, ins.cu_seqlens_kv)
 
 
 def _packed_check(ins, facts: Facts):
@@ -50,10 +55,10 @@ class ReferenceEngine:
         if op.op == "sdpa_forward":
             return _lower_forward(op, facts)
         ins, outs = op.inputs, op.outputs
-        grads = (outs.dq, outs.dk, outs.dv, outs.dsink)
+        grads = tuple(getattr(outs, grad.role) for grad in spec.outputs("backward"))
         options = _options(op, facts)
-        optional = {**dict(_lengths(ins)), "sink": ins.sink, "dlse": ins.dlse}
-        operands = (ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse)
+        optional = _optional_args("backward", ins)
+        operands = (ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse, *_offsets(ins))
         ragged = op.ragged
         check = _packed_check(ins, facts)
 
@@ -62,7 +67,7 @@ class ReferenceEngine:
 
             check(tensors)
             backward = attention_backward_varlen if ragged else attention_backward
-            extra = {key: tensors[name] for key, name in optional.items() if name is not None}
+            extra = {key: tensors[name] for key, name in optional.items()}
             results = backward(*(tensors[n] for n in operands), **options, **extra)
             for name, value in zip(grads, results):
                 if name is not None:
@@ -75,7 +80,8 @@ class ReferenceEngine:
 def _lower_forward(op, facts: Facts) -> Lowering:
     ins, outs = op.inputs, op.outputs
     options = _options(op, facts)
-    optional = {**dict(_lengths(ins)), "sink": ins.sink}
+    optional = _optional_args("forward", ins)
+    operands = (ins.q, ins.k, ins.v, *_offsets(ins))
     ragged = op.ragged
     check = _packed_check(ins, facts)
 
@@ -84,8 +90,8 @@ def _lower_forward(op, facts: Facts) -> Lowering:
 
         check(tensors)
         forward = attention_forward_varlen if ragged else attention_forward
-        extra = {key: tensors[name] for key, name in optional.items() if name is not None}
-        o, lse = forward(tensors[ins.q], tensors[ins.k], tensors[ins.v], **options, **extra)
+        extra = {key: tensors[name] for key, name in optional.items()}
+        o, lse = forward(*(tensors[n] for n in operands), **options, **extra)
         tensors[outs.o].copy_(o)
         tensors[outs.lse].copy_(lse)
 
