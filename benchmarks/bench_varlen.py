@@ -10,7 +10,8 @@ document (4 * H * D per pair forward, 2.5 times that backward: frost.bench.flops
 GPU time of one call (frost.bench.timing), SM120's occupancy emulated for frost; a step is the forward's time plus
 the backward's. Memory is the peak the runner's tensors, workspace and one forward + backward take on the GPU.
 
-    python3 benchmarks/bench_varlen.py [--iters 20] [--mixes uniform,one-long] [--json out.json] [--markdown out.md]"""
+    python3 benchmarks/bench_varlen.py [--iters 20] [--mixes uniform,one-long] [--peer-smem free|padded]
+                                       [--json out.json] [--markdown out.md]"""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import math
 import os
 import random
 import sys
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -167,7 +169,9 @@ def fa4_packed(cfg: Config, inp) -> dict | str:
                                            causal=True, **seg)}
 
 
-def run_config(cfg: Config, mix: str, iters: int) -> Row:
+def run_config(cfg: Config, mix: str, iters: int, peer_smem: str = "free") -> Row:
+    """One row; with ``peer_smem`` "padded", FA4's kernels compile and run with their launches padded to SM120's
+    occupancy as frost's are (frost.bench.sm120_launches)."""
     import torch
 
     lens = lengths(mix)
@@ -182,31 +186,47 @@ def run_config(cfg: Config, mix: str, iters: int) -> Row:
                "frost_dense_same_tokens": lambda: frost_dense(cfg, docs, s_dense, None, inp["sink"]),
                "fa4_packed": lambda: fa4_packed(cfg, inp)}
     for name, make in runners.items():
-        torch.cuda.synchronize()
-        base = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-        try:
-            runs = make()
-        except Exception as e:   # a peer that cannot run here is reported, not fatal
-            row.ms[name] = f"error {type(e).__name__}: {str(e)[:160]}"
-            continue
-        if isinstance(runs, str):
-            row.ms[name] = runs
-            continue
-        for run in runs.values():
-            run()
-        torch.cuda.synchronize()
-        row.peak_mib[name] = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
-        for which, run in runs.items():
-            ms = _time(run, iters)
-            row.ms[f"{name}/{which}"] = ms
-            f = flops[which] if name != "frost_dense_same_tokens" else \
-                flops[which] / pairs * docs * causal_pairs(s_dense)
-            row.tflops[f"{name}/{which}"] = f / ms / 1e9
-        _add_step(row, name, flops, docs * causal_pairs(s_dense) / pairs if name == "frost_dense_same_tokens" else 1)
-        del runs
+        with _launches(name, peer_smem):
+            _measure(row, name, make, iters, flops, pairs, docs, s_dense)
         torch.cuda.empty_cache()
     return row
+
+
+def _launches(name: str, peer_smem: str):
+    """What a runner's calls run inside: a peer's launches padded when asked for, else nothing."""
+    if peer_smem != "padded" or name.startswith("frost"):
+        return nullcontext()
+    from frost.bench.sm120_launches import padded_launches
+    from frost.kernels.arch import detect_arch
+
+    return padded_launches(detect_arch())
+
+
+def _measure(row: Row, name: str, make, iters: int, flops: dict, pairs: int, docs: int, s_dense: int) -> None:
+    """One runner's peak memory, times and TFLOP/s into ``row`` (or why it could not run)."""
+    import torch
+
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    try:
+        runs = make()
+    except Exception as e:   # a peer that cannot run here is reported, not fatal
+        row.ms[name] = f"error {type(e).__name__}: {str(e)[:160]}"
+        return
+    if isinstance(runs, str):
+        row.ms[name] = runs
+        return
+    for run in runs.values():
+        run()
+    torch.cuda.synchronize()
+    row.peak_mib[name] = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+    for which, run in runs.items():
+        ms = _time(run, iters)
+        row.ms[f"{name}/{which}"] = ms
+        f = flops[which] if name != "frost_dense_same_tokens" else flops[which] / pairs * docs * causal_pairs(s_dense)
+        row.tflops[f"{name}/{which}"] = f / ms / 1e9
+    _add_step(row, name, flops, docs * causal_pairs(s_dense) / pairs if name == "frost_dense_same_tokens" else 1)
 
 
 def _add_step(row: Row, name: str, flops: dict, scale: float) -> None:
@@ -277,12 +297,14 @@ def main(argv=None) -> None:
     p.add_argument("--markdown", default=None, help="also write the table as markdown (docs/bench)")
     p.add_argument("--configs", default="all", help="comma-separated config names, or all")
     p.add_argument("--mixes", default=",".join(MIXES), help=f"comma-separated document mixes of {MIXES}")
+    p.add_argument("--peer-smem", choices=("free", "padded"), default="free",
+                   help="padded: FA4's launches padded to SM120's occupancy as frost's are (see frost bench)")
     args = p.parse_args(argv)
     chosen = [c for c in CONFIGS if args.configs == "all" or c.name in args.configs.split(",")]
     rows = []
     for mix in args.mixes.split(","):
         for cfg in chosen:
-            row = run_config(cfg, mix, args.iters)
+            row = run_config(cfg, mix, args.iters, args.peer_smem)
             rows.append(row)
             print(summary(row), flush=True)
     if args.json:

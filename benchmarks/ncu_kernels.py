@@ -4,13 +4,14 @@ second launch of a kernel (the forward's is FwdKernel).
     ncu --clock-control none --kernel-name regex:BwdMain --launch-skip 1 --launch-count 1 \\
         --section SpeedOfLight --section Occupancy --section WarpStateStats \\
         python3 benchmarks/ncu_kernels.py --batch 4 --heads 16 --seq 4096 --head-dim 128 [--causal] [--window L]
-        [--deterministic] [--variant NAME] [--forward] [--sink] [--fa4]
+        [--deterministic] [--variant NAME] [--forward] [--sink] [--fa4 [--padded]]
 
 The first call compiles and warms up; the profiled one is the second. Not a benchmark (ncu replays the kernel)."""
 
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 
 import torch
 
@@ -32,6 +33,9 @@ def main() -> None:
     ap.add_argument("--fa4", action="store_true",
                     help="run FA4's SM120 forward (flash_attn.cute, FLASH_ATTENTION_ARCH=sm_120) instead of frost's: "
                          "its kernel name contains FlashAttentionForward")
+    ap.add_argument("--padded", action="store_true",
+                    help="--fa4: its launches padded to SM120's occupancy as frost's are (frost bench --peer-smem "
+                         "padded)")
     ap.add_argument("--variant", default=None, help="a tile config of bench_variants.VARIANTS (direct kernel call)")
     a = ap.parse_args()
     if a.variant:
@@ -54,9 +58,13 @@ def main() -> None:
     if a.fa4:
         from frost.bench.backends.fa4 import load_fa4_function
 
+        from frost.bench.sm120_launches import padded_launches
+        from frost.kernels.arch import detect_arch
+
         flash_attn_func = load_fa4_function(q.device)   # with FA4's arch and SM-count environment, as the bench sets
-        for _ in range(2):
-            flash_attn_func(q, k, v, causal=a.causal, window_size=window)
+        with padded_launches(detect_arch()) if a.padded else nullcontext():
+            for _ in range(2):
+                flash_attn_func(q, k, v, causal=a.causal, window_size=window)
         torch.cuda.synchronize()
         return
     sink = torch.randn(a.heads, device="cuda", generator=g) if a.sink else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Callable
 
@@ -27,11 +28,12 @@ class Options:
     budget_s: float = 0.0             # whole run; 0 = unlimited
     device: str = "cuda"              # "cpu": a smoke run of the harness (wall clock, reference engine)
     which: str = "backward"           # the pass timed: flops.PASSES
-    peer_smem: str = "free"           # PEER_SMEM: "sm120" times the peers under a SmemHold (bench.sm120_hold)
+    peer_smem: str = "free"           # one of PEER_SMEM
 
 
-# how the peers' kernels meet the GPU's shared memory: as the GPU has it, or held to SM120's 100 KB per SM
-PEER_SMEM = ("free", "sm120")
+# how the peers' kernels meet the GPU's shared memory: as the GPU has it; their CuTe-DSL launches padded to SM120's
+# occupancy as frost's are (bench.sm120_launches: FA4); or every SM held to SM120's 100 KB (bench.sm120_hold)
+PEER_SMEM = ("free", "padded", "sm120")
 
 
 def short(exc: BaseException, limit: int = 160) -> str:
@@ -49,19 +51,31 @@ def measure(c: Case, backend, sets: list, opts: Options) -> Result:
         return Result(**base, status=NA, note=reason)
     detail = ""
     try:
-        prepared = backend.prepare(c, sets, inputs.softmax_scale(c), opts.which)
-        detail = prepared.detail
-        t = timing.median_ms(prepared.run, len(sets), warmup=opts.warmup, iters=opts.iters,
-                             max_seconds=opts.max_seconds, device=opts.device, hold=hold_for(backend, opts))
+        with launches_for(backend, opts):
+            prepared = backend.prepare(c, sets, inputs.softmax_scale(c), opts.which)
+            detail = prepared.detail
+            t = timing.median_ms(prepared.run, len(sets), warmup=opts.warmup, iters=opts.iters,
+                                 max_seconds=opts.max_seconds, device=opts.device, hold=hold_for(backend, opts))
     except Exception as exc:  # noqa: BLE001
         return Result(**base, status=NA, detail=detail, note=short(exc, 300))
     return Result(**base, status=OK, ms=t.ms, tflops=tflops(pass_flops(c, opts.which), t.ms), detail=detail,
                   note=f"{t.calls} calls, {len(sets)} set(s), first call {t.first_s:.2f} s")
 
 
+def launches_for(backend, opts: Options) -> AbstractContextManager:
+    """What a backend's calls, its first (compiling) one included, run inside: padded CuTe-DSL launches for a peer
+    when asked for (bench.sm120_launches), else nothing."""
+    if opts.peer_smem != "padded" or backend.holds_itself or opts.device != "cuda":
+        return nullcontext()
+    from frost.bench.sm120_launches import padded_launches
+    from frost.kernels.arch import detect_arch
+
+    return padded_launches(detect_arch())
+
+
 def hold_for(backend, opts: Options):
     """The SmemHold a backend's timed calls run under (None: as the GPU is): peers only, when asked for."""
-    if opts.peer_smem == "free" or backend.holds_itself or opts.device != "cuda":
+    if opts.peer_smem != "sm120" or backend.holds_itself or opts.device != "cuda":
         return None
     from frost.bench.sm120_hold import SmemHold
 

@@ -34,9 +34,11 @@ def register(sub) -> None:
     p.add_argument("--budget-s", type=float, default=0.0,
                    help="stop starting new rows after this many seconds (they are reported as skipped)")
     p.add_argument("--peer-smem", choices=PEER_SMEM, default="free",
-                   help="sm120: time the peers with every SM held to SM120's 100 KB of shared memory, as frost's "
-                        "kernels hold themselves (on a GPU with more per SM, e.g. the H200's 228 KB); free: as the "
-                        "GPU has it. sm120 is not working yet: see frost/bench/sm120_hold.py")
+                   help="on a GPU with more shared memory per SM than SM120 (the H100's and H200's 228 KB): "
+                        "padded: FA4's kernels request shared memory as frost's do, so no more of their CTAs share "
+                        "an SM than on SM120 (torch's kernels are left as they are); sm120: every SM held to 100 KB "
+                        "while a peer is timed (not working yet: see frost/bench/sm120_hold.py); free: the peers "
+                        "as the GPU has them")
     p.add_argument("--render", metavar="JSON", help="only re-render the table and chart of a saved run")
     p.add_argument("--device", choices=("cuda", "cpu"), default="cuda",
                    help="cpu: a smoke run of the harness (wall clock, frost's reference engine), not a benchmark")

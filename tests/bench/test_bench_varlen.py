@@ -66,3 +66,14 @@ def test_ratios_and_markdown_from_made_up_timings(bench):
     assert bench.ratios(declined, "bwd")["fa4_note"] == "declined: no sink"
     assert bench.markdown([declined]).splitlines()[2] == "| uniform | d64 +sink | forward | - | - | - | - | - | -/- |"
     assert "fa4/packed time declined: no sink" in bench.summary(declined)
+
+
+def test_only_the_peer_is_padded_and_only_when_asked(bench, monkeypatch):
+    from contextlib import nullcontext
+
+    from frost.kernels import arch
+
+    monkeypatch.setattr(arch, "detect_arch", lambda device=None: "sm_90a")
+    assert isinstance(bench._launches("frost_packed", "padded"), nullcontext)
+    assert isinstance(bench._launches("fa4_packed", "free"), nullcontext)
+    assert not isinstance(bench._launches("fa4_packed", "padded"), nullcontext)
