@@ -87,6 +87,8 @@ def _probe(smem: int):
 
 
 @pytest.mark.gpu
+@pytest.mark.xfail(strict=True, reason="the hold does not work yet: a held H100 SM started no other CTA "
+                                       "(frost/bench/sm120_hold.py; --peer-smem padded is the working alternative)")
 def test_a_held_sm_takes_sm120s_largest_cta_and_nothing_larger():
     from frost.bench.sm120_hold import SmemHold
 
