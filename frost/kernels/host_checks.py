@@ -8,8 +8,6 @@ from frost import spec
 from frost.errors import TensorError
 from frost.spec import gqa_accepted, heads_divide
 
-_SIDE_DTYPES = {"float32": "float32", "int32": "int32"}
-
 
 def check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: bool = True) -> None:
     """``t`` is a tensor of ``shape`` and ``dtype`` on ``device``, densely strided unless ``contiguous`` is False."""
@@ -33,7 +31,7 @@ def check_optional_tensors(kind: spec.Kind, t, dims: dict[str, int], packed: boo
             continue
         x = getattr(t, role.role, None)
         shape = tuple(dims[d] for d in role.shape(packed))
-        dtype = getattr(torch, _SIDE_DTYPES[role.dtype])
+        dtype = getattr(torch, role.dtype)      # the optional tensors are float32 or int32, never io
         if role.grad_of and (x is None) != (getattr(t, role.grad_of, None) is None):
             raise TensorError(role.role, None if x is None else "a tensor",
                               f"a {dtype} {shape} output exactly when {role.grad_of} is given")
