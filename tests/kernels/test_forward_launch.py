@@ -72,6 +72,25 @@ def test_a_packed_launch_passes_the_segments():
     assert a["flags"] == FLAG_SEQ_KV and (a["band_left"], a["band_right"]) == (NO_BOUND, NO_BOUND)
 
 
+@pytest.mark.parametrize("varlen", [False, True])
+def test_seq_major_tensors_launch_as_their_logical_views_do(varlen):
+    """The engine passes the caller's (B, S, H, D) / packed (T, H, D) tensors with seq_major=True: the kernel must
+    get exactly the arguments the transposed logical views give it (sizes and strides read in the other order)."""
+    bound, calls = _bound(ForwardMask(0.125, causal=True), varlen=varlen)
+    lead = () if varlen else (2,)
+    q, o = (torch.zeros(*lead, 100, 4, 64, dtype=torch.bfloat16) for _ in range(2))
+    k, v = (torch.zeros(*lead, 140, 2, 64, dtype=torch.bfloat16) for _ in range(2))
+    lse = torch.zeros(4, 100) if varlen else torch.zeros(2, 4, 100)
+    packed = Packed(torch.tensor([0, 60, 100], dtype=torch.int32), torch.tensor([0, 70, 140], dtype=torch.int32),
+                    60, 70) if varlen else None
+    a = len(lead)   # the token axis
+    views = [t.transpose(a, a + 1) for t in (q, k, v, o)]
+    bound(ForwardTensors(*views, lse, packed=packed), 7)
+    bound(ForwardTensors(q, k, v, o, lse, packed=packed), 7, seq_major=True)
+    logical, seq_major = calls
+    assert seq_major == logical
+
+
 def test_an_empty_problem_launches_nothing():
     bound, calls = _bound(ForwardMask(1.0))
     q, o = (torch.zeros(2, 4, 0, 64, dtype=torch.bfloat16) for _ in range(2))

@@ -108,9 +108,9 @@ def test_a_gpu_target_lowers_packed_forwards_to_the_packed_kernel(fake):
 
 @pytest.mark.parametrize("kind", ("forward", "backward"))
 def test_a_packed_plans_token_major_run_launches_what_execute_does(fake, kind):
-    """The functional API's hot path (Plan.run_trusted_seq_major) on (T, H, D) tensors hands the kernel the
-    same tensors (pointers, shapes, strides) as plan.execute on their logical (H, T, D) views, the backward with
-    seq_major set (the launch reads those strides in (T, H, D) order)."""
+    """The functional API's hot path (Plan.run_trusted_seq_major) hands the kernel the (T, H, D) tensors as given
+    with seq_major set (the launch reads their strides in that order: kernels/test_forward_launch.py shows the
+    arguments equal the logical views'), and everything else as plan.execute on the logical (H, T, D) views."""
     g = graph("bfloat16") if kind == "backward" else sdpa_forward_varlen_graph(
         4, 4, 30, 13, 16, heads_kv=2, dtype="bfloat16", sink=True, seqused=True, **MASK)
     plan = api.build_plan(g, "sm_120")
@@ -125,12 +125,13 @@ def test_a_packed_plans_token_major_run_launches_what_execute_does(fake, kind):
     def meta(x):
         return (x.data_ptr(), tuple(x.shape), x.stride()) if isinstance(x, torch.Tensor) else x
 
-    if kind == "forward":
-        assert [meta(x) for x in call_a] == [meta(x) for x in call_b]
-    else:   # (T, H, D) tensors as given, and the launch told so; the optional inputs and segments alike
-        assert [meta(x) for x in call_b[:6]] == [meta(token_major[n]) for n in ("q", "k", "v", "o", "do", "lse")]
-        assert [meta(x) for x in call_a[10:]] == [meta(x) for x in call_b[10:]]
-        assert opt_b.pop("seq_major") is True and opt_a.pop("seq_major") is False
+    ins, outs = plan.graph.sdpa_ops()[0].inputs, plan.graph.sdpa_ops()[0].outputs
+    io = (ins.q, ins.k, ins.v, outs.o, outs.lse) if kind == "forward" else (ins.q, ins.k, ins.v, ins.o, ins.do,
+                                                                          ins.lse)
+    rest = 5 if kind == "forward" else 10     # the forward's optional inputs and segments; the backward's
+    assert [meta(x) for x in call_b[:len(io)]] == [meta(token_major[n]) for n in io]
+    assert [meta(x) for x in call_a[rest:]] == [meta(x) for x in call_b[rest:]]
+    assert opt_b.pop("seq_major") is True and opt_a.pop("seq_major") is False
     assert opt_a == opt_b
 
 

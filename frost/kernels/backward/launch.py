@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
 from frost.kernels.geometry import LOG2_E
+from frost.kernels.strides import strides_reader
 from frost.limits import packed_acc_rows, seq_pad
 
 if TYPE_CHECKING:
@@ -133,41 +134,17 @@ class Launch:
         skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
         sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
         dlse_p, dlse_st = (delta, (0, 0, 0)) if dlse is None else (dlse.data_ptr(), dlse.stride())
+        st = strides_reader(self.packed, seq_major)
         if self.packed:
-            st = _thd_strides if seq_major else _htd_strides
             seqlens_p = (packed.cu_seqlens_q.data_ptr(), packed.cu_seqlens_kv.data_ptr())
             lse_st, dlse_st = (0, *lse.stride()), (0, *dlse_st[:2])
         else:
-            st = _bshd_strides if seq_major else _bhsd_strides
             seqlens_p, lse_st = (delta, delta), lse.stride()
         return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
                 dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
                 workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
                 workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, dlse_p, *seqlens_p, *self.sizes,
                 *st(q), *st(k), *st(v), *st(o), *st(do), *lse_st, *dlse_st, *st(dq), *st(dk), *st(dv), *self.tail)
-
-
-def _bhsd_strides(t) -> tuple:
-    """(batch, head, seq) strides of a logical (B, H, S, D) tensor."""
-    return t.stride()[:3]
-
-
-def _bshd_strides(t) -> tuple:
-    """(batch, head, seq) strides of a (B, S, H, D) tensor."""
-    s = t.stride()
-    return s[0], s[2], s[1]
-
-
-def _htd_strides(t) -> tuple:
-    """(batch, head, token) strides of a packed logical (H, T, D) tensor: every batch shares it."""
-    s = t.stride()
-    return 0, s[0], s[1]
-
-
-def _thd_strides(t) -> tuple:
-    """(batch, head, token) strides of a packed (T, H, D) tensor."""
-    s = t.stride()
-    return 0, s[1], s[0]
 
 
 def _raw_stream(stream) -> int:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from frost.errors import TensorError
 from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
+from frost.kernels.strides import htd_strides, strides_reader
 
 if TYPE_CHECKING:
     from frost.kernels.forward.api import ForwardConfig
@@ -68,8 +69,10 @@ class BoundForward:
     band_right: int
     flags: int              # the mask's flags; the optional inputs' flags are added per call
 
-    def __call__(self, tensors: ForwardTensors, stream=None) -> None:
-        args = self.arguments(tensors)
+    def __call__(self, tensors: ForwardTensors, stream=None, seq_major: bool = False) -> None:
+        """``seq_major``: q, k, v and o are given in (B, S, H, D) order, a packed call's in (T, H, D) order (lse
+        as always), not as logical views (kernels.strides)."""
+        args = self.arguments(tensors, seq_major)
         if args is None:
             return
         device = tensors.q.get_device()
@@ -77,24 +80,29 @@ class BoundForward:
         with _device_guard(device):
             self.launch(*args, s)
 
-    def arguments(self, t: ForwardTensors) -> tuple | None:
+    def arguments(self, t: ForwardTensors, seq_major: bool = False) -> tuple | None:
         """kernel.FwdKernel's arguments but the stream, in its order: the tensors' pointers, the sizes, the strides
         (a packed call's batch stride 0), the scale and the mask; None for a problem with nothing to compute.
         Absent optional inputs get a stand-in address (never dereferenced: their flag is off)."""
         q, k, v, o, lse, seq_len_q, seq_len_kv, sink, packed = t
+        st = strides_reader(self.cfg.varlen, seq_major)
+        head_axis = int(seq_major)     # the head axis after the batch axis: (B, H, S) / (H, T), or (B, S, H) / (T, H)
         if self.cfg.varlen:   # each batch's segment from packed.cu_seqlens_*
-            heads, tokens_q = q.shape[:2]
+            heads, heads_kv = q.shape[head_axis], k.shape[head_axis]
+            tokens_q, tokens_kv = q.shape[1 - head_axis], k.shape[1 - head_axis]
             if packed.batch == 0 or heads == 0 or packed.max_seqlen_q == 0 or tokens_q == 0:
                 return None
-            sizes = (packed.batch, heads, k.shape[0], packed.max_seqlen_q, packed.max_seqlen_kv,
-                     self.cfg.head_dim_qk, self.cfg.head_dim_v, tokens_q, k.shape[1])
-            strides = tuple(x for y in (q, k, v, o, lse) for x in (0, *y.stride()[:2]))
+            sizes = (packed.batch, heads, heads_kv, packed.max_seqlen_q, packed.max_seqlen_kv,
+                     self.cfg.head_dim_qk, self.cfg.head_dim_v, tokens_q, tokens_kv)
+            lse_strides = htd_strides(lse)
         else:
-            batch, heads, seq_q = q.shape[:3]
+            batch, heads, heads_kv = q.shape[0], q.shape[1 + head_axis], k.shape[1 + head_axis]
+            seq_q, seq_kv = q.shape[2 - head_axis], k.shape[2 - head_axis]
             if batch == 0 or heads == 0 or seq_q == 0:
                 return None
-            sizes = (batch, heads, k.shape[1], seq_q, k.shape[2], self.cfg.head_dim_qk, self.cfg.head_dim_v, 0, 0)
-            strides = (*q.stride()[:3], *k.stride()[:3], *v.stride()[:3], *o.stride()[:3], *lse.stride())
+            sizes = (batch, heads, heads_kv, seq_q, seq_kv, self.cfg.head_dim_qk, self.cfg.head_dim_v, 0, 0)
+            lse_strides = lse.stride()
+        strides = (*st(q), *st(k), *st(v), *st(o), *lse_strides)
         flags = self.flags | (FLAG_SEQ_Q if seq_len_q is not None else 0) | \
             (FLAG_SEQ_KV if seq_len_kv is not None else 0) | (FLAG_SINK if sink is not None else 0)
         stand_in = lse.data_ptr()

@@ -54,20 +54,10 @@ def _launchers(kernel, op, facts: Facts):
     optional = spec.optional_ports("forward", ins, outs)
     bound = kernel.bind(ForwardMask(facts.attn_scale, op.causal, op.alignment, op.band_left, op.band_right))
     lengths = call_lengths(ins, facts)
-    token_axis = 0 if facts.varlen else 1   # a seq-major call's 4-D (B, S, H, D) or packed (T, H, D) tensors
 
-    def launch(q, k, v, o, lse, tensors: dict, stream) -> None:
+    def run(tensors: dict, workspace: dict, stream, seq_major: bool = False) -> None:
         extra = {key: tensors[name] for key, name in optional.items()}
         packed = None if lengths is None else lengths(tensors)
-        bound(ForwardTensors(q, k, v, o, lse, packed=packed, **extra), stream)
+        bound(ForwardTensors(*operands(tensors), packed=packed, **extra), stream, seq_major=seq_major)
 
-    def run(tensors: dict, workspace: dict, stream) -> None:
-        launch(*operands(tensors), tensors, stream)
-
-    def run_seq_major(tensors: dict, workspace: dict, stream) -> None:
-        q, k, v, o, lse = operands(tensors)
-        a = token_axis
-        launch(q.transpose(a, a + 1), k.transpose(a, a + 1), v.transpose(a, a + 1), o.transpose(a, a + 1), lse,
-               tensors, stream)
-
-    return run, run_seq_major
+    return run, lambda tensors, workspace, stream: run(tensors, workspace, stream, seq_major=True)
