@@ -9,3 +9,4 @@ frost cache                                                 # the on-disk kernel
 frost bench --suite standard --ceiling --out docs/bench      # GPU only: frost against its peers, in one process
 frost bench --suite standard --pass forward --out docs/bench # GPU only: the forward (--pass step: forward + backward)
 frost bench --suite d256-det --out docs/bench                # GPU only: head dim 256, and deterministic / default mode
+frost bench --suite standard --peer-smem padded --out bench-padded # GPU only: FA4 launched at SM120 occupancy, as frost is
