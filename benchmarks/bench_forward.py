@@ -46,8 +46,9 @@ SHAPES = (
 # first is the table's
 VARIANTS = {64: ((128, 64, 4, 2, 2, True), (128, 64, 4, 2, 2), (128, 64, 4, 2, 2, True, True), (64, 64, 4, 2, 2),
                  (64, 64, 4, 2, 2, True), (64, 32, 4, 2, 2)),
-            128: ((128, 32, 4, 2, 1), (128, 64, 4, 1, 1), (128, 64, 4, 1, 2), (128, 64, 8, 1, 2), (128, 32, 4, 2, 1, False, True), (128, 64, 8, 1, 2, True),
-                  (128, 64, 8, 1, 2, True, True), (256, 32, 8, 1, 1), (128, 128, 8, 1, 1))}
+            128: ((128, 32, 4, 2, 1), (128, 64, 4, 1, 1), (128, 64, 4, 1, 2), (128, 64, 8, 1, 2),
+                  (128, 32, 4, 2, 1, False, True), (128, 64, 8, 1, 2, True), (128, 64, 8, 1, 2, True, True),
+                  (256, 32, 8, 1, 1), (128, 128, 8, 1, 1))}
 
 
 def _flops(sh: Shape) -> float:
@@ -165,7 +166,8 @@ def main(argv=None) -> None:
     p.add_argument("--variants", action="store_true")
     p.add_argument("--rounds", type=int, default=2, help="--variants: times each tile this many times over")
     p.add_argument("--dims", default="64,128", help="--variants: the head dims whose tiles are timed")
-    p.add_argument("--tiles", default="", help='--variants: only these VARIANTS tiles, e.g. "128,32,4,2,1;128,64,4,1,1"')
+    p.add_argument("--tiles", default="",
+                   help='--variants: only these VARIANTS tiles, e.g. "128,32,4,2,1;128,64,4,1,1"')
     args = p.parse_args(argv)
     if args.variants:
         only = tuple(tuple(int(x) if x.isdigit() else x == "True" for x in t.split(",")) for t in args.tiles.split(";")

@@ -197,9 +197,8 @@ def _launches(name: str, peer_smem: str):
     if peer_smem != "padded" or name.startswith("frost"):
         return nullcontext()
     from frost.bench.sm120_launches import padded_launches
-    from frost.kernels.arch import detect_arch
 
-    return padded_launches(detect_arch())
+    return padded_launches()
 
 
 def _measure(row: Row, name: str, make, iters: int, flops: dict, pairs: int, docs: int, s_dense: int) -> None:
@@ -221,12 +220,13 @@ def _measure(row: Row, name: str, make, iters: int, flops: dict, pairs: int, doc
         run()
     torch.cuda.synchronize()
     row.peak_mib[name] = (torch.cuda.max_memory_allocated() - base) / 2 ** 20
+    # dense at the same tokens computes its own pairs (B x S causal), not the documents'
+    scale = docs * causal_pairs(s_dense) / pairs if name == "frost_dense_same_tokens" else 1
     for which, run in runs.items():
         ms = _time(run, iters)
         row.ms[f"{name}/{which}"] = ms
-        f = flops[which] if name != "frost_dense_same_tokens" else flops[which] / pairs * docs * causal_pairs(s_dense)
-        row.tflops[f"{name}/{which}"] = f / ms / 1e9
-    _add_step(row, name, flops, docs * causal_pairs(s_dense) / pairs if name == "frost_dense_same_tokens" else 1)
+        row.tflops[f"{name}/{which}"] = flops[which] * scale / ms / 1e9
+    _add_step(row, name, flops, scale)
 
 
 def _add_step(row: Row, name: str, flops: dict, scale: float) -> None:

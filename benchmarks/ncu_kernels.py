@@ -59,10 +59,9 @@ def main() -> None:
         from frost.bench.backends.fa4 import load_fa4_function
 
         from frost.bench.sm120_launches import padded_launches
-        from frost.kernels.arch import detect_arch
 
         flash_attn_func = load_fa4_function(q.device)   # with FA4's arch and SM-count environment, as the bench sets
-        with padded_launches(detect_arch()) if a.padded else nullcontext():
+        with padded_launches() if a.padded else nullcontext():
             for _ in range(2):
                 flash_attn_func(q, k, v, causal=a.causal, window_size=window)
         torch.cuda.synchronize()

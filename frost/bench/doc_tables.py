@@ -72,8 +72,8 @@ def case_shape(case: dict) -> str:
 # how the run held the backends to SM120's shared memory per SM (meta.peer_smem; runs before it: "free")
 SMEM_WORDS = {"free": "frost held to SM120's occupancy, the peers' kernels not (they had the GPU's shared memory "
                       "per SM)",
-              "padded": "frost's and FA4's kernels launched at SM120's occupancy, torch's not (they had the GPU's shared "
-                        "memory per SM)",
+              "padded": "frost's and FA4's kernels launched at SM120's occupancy, torch's not (they had the GPU's "
+                        "shared memory per SM)",
               "sm120": "every backend held to SM120's 100 KB of shared memory per SM"}
 
 

@@ -68,9 +68,8 @@ def launches_for(backend, opts: Options) -> AbstractContextManager:
     if opts.peer_smem != "padded" or backend.holds_itself or opts.device != "cuda":
         return nullcontext()
     from frost.bench.sm120_launches import padded_launches
-    from frost.kernels.arch import detect_arch
 
-    return padded_launches(detect_arch())
+    return padded_launches()
 
 
 def hold_for(backend, opts: Options):

@@ -43,8 +43,9 @@ def hold_bytes(smem_per_sm: int) -> int:
 
 @dsl_user_op
 def _mark_and_sleep(flags: cute.Pointer, block: Int32, max_ns: Int64, *, loc=None, ip=None) -> None:
-    """Mark this CTA resident (flags[FIRST_RESIDENT + block] = its SM's id + 1), then sleep until flags[RELEASE] turns non-zero
-    or ``max_ns`` pass (then flags[TIMED_OUT] = 1). Volatile accesses: the flags live in mapped host memory."""
+    """Mark this CTA resident (flags[FIRST_RESIDENT + block] = its SM's id + 1), then sleep until flags[RELEASE]
+    turns non-zero or ``max_ns`` pass (then flags[TIMED_OUT] = 1). Volatile accesses: the flags live in mapped host
+    memory."""
     from cutlass.cute.arch.nvvm_wrappers import _normalize_ptr
 
     body = (f"mul.wide.u32 a, $1, 4;\n\tadd.s64 a, a, $0;\n\tmov.u32 v, %smid;\n\tadd.u32 v, v, 1;\n\t"
@@ -108,7 +109,8 @@ class Holders:
         self.flags = torch.zeros(FIRST_RESIDENT + grid, dtype=torch.int32).pin_memory()
         self.stream = torch.cuda.Stream()
         ptr = make_ptr(Int32, self.flags.data_ptr(), cute.AddressSpace.gmem, assumed_align=16)
-        _COMPILED.get((smem, arch))(ptr, Int32(grid), Int64(int(max_seconds * 1e9)), cuda.CUstream(self.stream.cuda_stream))
+        max_ns = Int64(int(max_seconds * 1e9))
+        _COMPILED.get((smem, arch))(ptr, Int32(grid), max_ns, cuda.CUstream(self.stream.cuda_stream))
 
     def resident(self) -> int:
         """How many holder CTAs have started."""

@@ -16,7 +16,7 @@ import os
 from contextlib import contextmanager
 from typing import Iterator
 
-from frost.kernels.arch import arch_config, launch_smem_bytes
+from frost.kernels.arch import arch_config, detect_arch, launch_smem_bytes
 
 FA4_DISK_CACHE = "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED"
 
@@ -34,14 +34,16 @@ def padded_size(arch: str, smem: object) -> object:
 
 
 @contextmanager
-def padded_launches(arch: str) -> Iterator[None]:
-    """Inside: CuTe-DSL kernels compiled for ``arch`` request SM120's occupancy of shared memory (a no-op where
-    the arch is SM120's own). One peer at a time: the DSL's launch configuration is patched for the process."""
+def padded_launches(arch: str | None = None) -> Iterator[None]:
+    """Inside: CuTe-DSL kernels compiled for ``arch`` (None: the current device's) request SM120's occupancy of
+    shared memory (a no-op where the arch is SM120's own). One peer at a time: the DSL's launch configuration is
+    patched for the process."""
     if os.environ.get(FA4_DISK_CACHE, "0") == "1":
         raise PaddingUnavailable(f"{FA4_DISK_CACHE}=1: FA4 could load kernels compiled unpadded from its disk cache; "
                                  "unset it to time FA4 at SM120's occupancy")
     from cutlass.base_dsl.dsl import BaseDSL
 
+    arch = arch or detect_arch()
     config = BaseDSL.LaunchConfig
     original = config.__post_init__
 

@@ -48,15 +48,13 @@ def test_fa4s_disk_cache_is_refused(monkeypatch):
             pass
 
 
-def test_only_peers_are_padded_and_only_when_asked(monkeypatch):
+def test_only_peers_are_padded_and_only_when_asked():
     from contextlib import nullcontext
 
     from frost.bench import runner
-    from frost.kernels import arch
 
     from .fakes import FakeBackend
 
-    monkeypatch.setattr(arch, "detect_arch", lambda device=None: "sm_90a")
     peer, frost_like = FakeBackend("peer"), FakeBackend("frost")
     frost_like.holds_itself = True
     padded = runner.Options(device="cuda", peer_smem="padded")

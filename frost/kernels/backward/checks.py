@@ -71,13 +71,11 @@ def check_workspace(workspace: dict, regions: list[tuple[str, int]], device) -> 
 def check_side_inputs(t: BackwardTensors, sizes: tuple, check_lengths: bool = False) -> None:
     """The optional runtime tensors of a call whose io tensors have ``sizes`` (check_io's); with
     ``check_lengths``, the values of its lengths (or a packed call's segments) too, which synchronizes."""
-    import torch
-
     batch, heads, _, seq_q, seq_kv, tokens_q, tokens_kv = sizes
     packed = t.packed is not None
     dims = {"B": batch, "Hq": heads, "Sq": seq_q, "Tq": tokens_q}
     check_optional_tensors("backward", t, dims, packed, t.q.device)
-    if check_lengths and t.packed is not None:
+    if check_lengths and packed:
         check_packed_values(t.packed, tokens_q, tokens_kv, t.seq_len_q, t.seq_len_kv)
     elif check_lengths:
         check_length_values(t.seq_len_q, t.seq_len_kv, seq_q, seq_kv)

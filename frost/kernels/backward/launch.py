@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
 from frost.kernels.geometry import LOG2_E
-from frost.kernels.strides import strides_reader
+from frost.kernels.strides import htd_strides, strides_reader
 from frost.limits import packed_acc_rows, seq_pad
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ class Launch:
         st = strides_reader(self.packed, seq_major)
         if self.packed:
             seqlens_p = (packed.cu_seqlens_q.data_ptr(), packed.cu_seqlens_kv.data_ptr())
-            lse_st, dlse_st = (0, *lse.stride()), (0, *dlse_st[:2])
+            lse_st, dlse_st = htd_strides(lse), (0, *dlse_st[:2])
         else:
             seqlens_p, lse_st = (delta, delta), lse.stride()
         return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
