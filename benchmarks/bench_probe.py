@@ -14,7 +14,7 @@ import statistics
 import time
 
 from frost.analyzer import analyze, probe, to_networkx
-from frost.analyzer.extract import _memory
+from frost.analyzer.facts import _memory
 from frost.ir import sdpa_backward_graph
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:   # the report's type only: errors.py imports nothing of frost at run time
-    from frost.analyzer.report import SupportReport
+    from frost.analyzer.probe import SupportReport
 
 
 class FrostError(Exception):

@@ -8,30 +8,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from frost import spec
-from frost.analyzer.extract import facts_for
-from frost.analyzer.facts import Facts
-from frost.analyzer.netgraph import op_node
+from frost.analyzer.facts import Facts, facts_for
 
 if TYPE_CHECKING:
-    import networkx as nx
-
+    from frost.analyzer.analysis import Binding
     from frost.ir import Graph
-
-
-@dataclass(frozen=True)
-class Binding:
-    """One op node's wiring as seen in the dataflow graph: role -> tensor name."""
-
-    op: str
-    reads: dict[str, str]
-    writes: dict[str, str]
-
-
-def bind(g: nx.DiGraph, op_name: str) -> Binding:
-    node = op_node(op_name)
-    reads = {r: t[1] for t, edge in g.pred[node].items() for r in edge["roles"]}
-    writes = {r: t[1] for t, edge in g.succ[node].items() for r in edge["roles"]}
-    return Binding(op_name, reads, writes)
 
 
 def _fits_always(_: Binding) -> Optional[str]:

@@ -10,8 +10,8 @@ import threading
 from typing import Hashable, Optional
 
 from frost.analyzer import ENGINES, normalise_target
-from frost.analyzer.memo import per_graph
-from frost.analyzer.report import OpSupport, SupportReport
+from frost.ir.graph import per_graph
+from frost.analyzer.probe import OpSupport, SupportReport
 from frost.errors import NotSupported
 from frost.ir import Graph
 from frost.lowering import compiler

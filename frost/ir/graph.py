@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import weakref
+from functools import partial, wraps
+from typing import Any, Callable, TypeVar
+
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from frost.errors import GraphError
@@ -108,4 +112,35 @@ def _dataflow_order(graph: Graph, produced: dict[str, str]) -> list[str]:
     return order
 
 
-__all__ = ["Graph", "GenericOp", "SdpaBackwardOp", "SdpaForwardOp", "check_graph"]
+G = TypeVar("G")
+T = TypeVar("T")
+
+
+def per_graph(fn: Callable[[G], T]) -> Callable[[G], T]:
+    """Memoise a function of one graph by object identity. A Graph is frozen, so what is derived from it never
+    changes; repeated questions about the same graph object (a training loop asking every step) pay a dict lookup.
+    Identity, not equality: hashing a graph would cost more than analysing it. Entries leave with their graph."""
+    cache: dict[int, tuple[weakref.ref[Any], T]] = {}
+
+    @wraps(fn)
+    def cached(graph: G) -> T:
+        key = id(graph)
+        hit = cache.get(key)
+        if hit is not None and hit[0]() is graph:
+            return hit[1]
+        value = fn(graph)
+        cache[key] = (weakref.ref(graph, partial(_drop, key)), value)
+        return value
+
+    def _drop(key: int, ref: weakref.ref[Any]) -> None:
+        hit = cache.get(key)
+        if hit is not None and hit[0] is ref:
+            del cache[key]
+
+    cached.cache_clear = cache.clear  # type: ignore[attr-defined]
+    cached.cache_size = cache.__len__  # type: ignore[attr-defined]
+    cached.uncached = fn  # type: ignore[attr-defined]
+    return cached
+
+
+__all__ = ["Graph", "GenericOp", "SdpaBackwardOp", "SdpaForwardOp", "check_graph", "per_graph"]

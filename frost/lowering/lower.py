@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from frost.analyzer.report import OpSupport
+from frost.analyzer.probe import OpSupport
 from frost.lowering.engines import adapter
 from frost.lowering.plan import OpPlan, Plan
 from frost.lowering.workspace import Region, pack

@@ -12,7 +12,7 @@ from frost.lowering.workspace import Region, WorkspaceLayout
 if TYPE_CHECKING:   # types only: a plan imports torch and the executor when it is built, not before
     import torch
 
-    from frost.analyzer.report import SupportReport
+    from frost.analyzer.probe import SupportReport
     from frost.ir import Graph
     from frost.lowering.executor import Executor
     from frost.lowering.workspace import RegionView

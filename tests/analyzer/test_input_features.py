@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from frost import spec
 from frost.analyzer.capability import Capability
-from frost.analyzer.declines import RULES
+from frost.analyzer.capability import RULES
 from frost.analyzer.facts import Facts
 from frost.analyzer.matrix import ROWS
 

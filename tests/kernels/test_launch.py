@@ -367,7 +367,7 @@ def test_checked_call_names_the_bad_tensor():
         call(do=randn_bhsd((2, 4, 100, 64), torch.float16, layout="bshd"))
     with pytest.raises(TensorError, match=r"dk\.stride"):
         call(dk=torch.zeros(2, 2, 140, 68, dtype=torch.bfloat16)[..., :64])   # rows pitched to 136 bytes
-    from frost.analyzer.extract import SEQ_STRIDE_LIMIT
+    from frost.limits import SEQ_STRIDE_LIMIT
     from frost.kernels.backward.checks import MAX_SEQ_STRIDE
 
     assert MAX_SEQ_STRIDE == SEQ_STRIDE_LIMIT == 1 << 24  # the probe declines (seq_stride_max) what the call refuses
