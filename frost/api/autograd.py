@@ -17,10 +17,9 @@ import torch
 from torch import Tensor
 
 from frost.api import arguments as gate
-from frost.api.calls import Call, backward, forward
+from frost.api.calls import DENSE, PACKED, Call, Layout, backward, forward
 from frost.api.checks import check_tensors, in_caller_terms
 from frost.api.functional import Scale, Window
-from frost.api.layout import DENSE, PACKED, Layout
 from frost.api.target import target_of
 from frost.errors import FrostError, NotSupported
 from frost.spec import Alignment, Kind

@@ -5,7 +5,11 @@ max_seqlens); the first call with a key checks every tensor in the caller's term
 in logical shapes and its plan; later calls reuse the plan. On a kernel engine a later call skips plan.execute's
 per-tensor checks (the key holds what they compare; only the pointers' 16-byte alignment is checked) and passes the
 caller's tensors as they are. An empty problem (no batch, no query or no key) is a graph like any other: the
-reference engine serves it."""
+reference engine serves it.
+
+Packing is a layout of this one implementation, not a second one: a Layout (dense (B, S, H, D) batches or packed
+(T, H, D) tokens over cu_seqlens) says how the caller's tensors map to the IR's logical shapes ((B, H, S, D), or
+(H, T, D) ragged over the offsets) and what the caller calls each role."""
 
 from __future__ import annotations
 
@@ -19,13 +23,55 @@ from frost import spec
 from frost.api.arguments import Options
 from frost.api.checks import check_tensors, in_caller_terms
 from frost.api.plans import build_plan
-from frost.lowering import compiler
-from frost.api.layout import Layout
 from frost.api.target import target_of
 from frost.errors import FrostError, TensorError
 from frost.ir import (ForwardAttrs, Graph, SdpaBackwardOp, SdpaForwardInputs, SdpaForwardOp, SdpaForwardOutputs,
-                      SdpaInputs, SdpaOutputs)
+                      SdpaInputs, SdpaOutputs, TensorSpec)
+from frost.ir.tensors import DTYPE_BYTES, Ragged
+from frost.lowering import compiler
 from frost.lowering.plan_cache import PLANS
+
+
+@dataclass(frozen=True)
+class Layout:
+    packed: bool
+
+    @property
+    def name(self) -> str:
+        return "packed" if self.packed else "dense"
+
+    @property
+    def token_axis(self) -> int:
+        """The caller's sequence (token) axis of an io tensor: 1 in (B, S, H, D), 0 in (T, H, D)."""
+        return 0 if self.packed else 1
+
+    def caller_name(self, role: str) -> str:
+        return spec.caller_name(role, self.packed)
+
+    def logical(self, role: str, t: torch.Tensor) -> torch.Tensor:
+        """The IR's logical view of a caller's tensor: io tensors swap their token and head axes."""
+        if role in spec.IO_ROLES:
+            a = self.token_axis
+            return t.transpose(a, a + 1)
+        return t
+
+    def tensor_spec(self, role: str, t: torch.Tensor, max_seqlens: tuple[int, int] | None) -> TensorSpec:
+        """The graph's declaration of a caller's tensor (logical shape and strides; a packed q-side or kv-side
+        tensor ragged over its offsets)."""
+        dtype = str(t.dtype).removeprefix("torch.")
+        if dtype not in DTYPE_BYTES:   # the caller-terms checks name what each role accepts; this is a backstop
+            raise TensorError(f"{self.caller_name(role)}.dtype", t.dtype, ", ".join(DTYPE_BYTES))
+        view = self.logical(role, t)
+        side = spec.ROLES[role].side
+        ragged = None
+        if self.packed and side is not None and max_seqlens is not None:
+            ragged = Ragged(offsets=f"cu_seqlens_{side}", max_len=max_seqlens[0 if side == "q" else 1])
+        return TensorSpec(name=role, shape=tuple(view.shape), strides=tuple(view.stride()), dtype=dtype,
+                          ragged=ragged)
+
+
+DENSE = Layout(packed=False)
+PACKED = Layout(packed=True)
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,7 @@ from typing import Optional, Union
 from torch import Tensor
 
 from frost.api import arguments as gate
-from frost.api.calls import Call, backward, forward
-from frost.api.layout import DENSE, PACKED
+from frost.api.calls import DENSE, PACKED, Call, backward, forward
 from frost.spec import Alignment
 
 Window = tuple[Optional[int], Optional[int]]

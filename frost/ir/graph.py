@@ -12,8 +12,7 @@ from frost.errors import GraphError
 from frost.ir.pydantic_errors import as_graph_errors
 from frost.ir.ops import AttentionOp, GenericOp, Op, SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import TensorSpec, check_tensor
-from frost.ir.validate import check_sdpa_backward, check_sdpa_forward
-from frost.ir.validate_ragged import check_ragged_references
+from frost.ir.validate import check_ragged_references, check_sdpa_backward, check_sdpa_forward
 
 
 class Graph(BaseModel):
