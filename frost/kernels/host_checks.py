@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from frost import spec
 from frost.errors import TensorError
+from frost.limits import STRIDE_ALIGN_BYTES, strides_aligned
 from frost.spec import gqa_accepted, heads_divide
 
 
@@ -47,11 +48,12 @@ def check_heads(name: str, heads: int, heads_kv: int) -> None:
 
 def check_io_tensor(name: str, t, shape: tuple, dtype, device) -> None:
     """One io tensor of a kernel call: its shape, dtype and device, a contiguous head dim (the last), the other
-    strides multiples of 8 elements and a 16-byte aligned base (what the 16-byte copies need)."""
+    strides and the base address on frost.limits' 16-byte rule (what the 16-byte copies need)."""
     _check_meta(name, t, shape, dtype, device)
-    if t.numel() and (t.stride(-1) != 1 or any(s % 8 for s in t.stride()[:-1]) or t.data_ptr() % 16):
-        raise TensorError(f"{name}.stride", t.stride(), "stride 1 on the head dim, the other strides multiples of "
-                          "8 elements, and a 16-byte aligned base address")
+    if t.numel() and (t.stride(-1) != 1 or not strides_aligned(tuple(t.shape), tuple(t.stride()), t.element_size())
+                      or t.data_ptr() % STRIDE_ALIGN_BYTES):
+        raise TensorError(f"{name}.stride", t.stride(), f"stride 1 on the head dim, the other strides multiples of "
+                          f"{STRIDE_ALIGN_BYTES} bytes, and a {STRIDE_ALIGN_BYTES}-byte aligned base address")
 
 
 def _check_meta(name: str, t, shape: tuple, dtype, device) -> None:
