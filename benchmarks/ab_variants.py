@@ -63,19 +63,19 @@ def _prepare(c, det: bool, variant: str, dtype: str):
           for n, b in workspace_regions(cfg, c.batch, c.heads_q, c.seq_q, c.seq_kv, heads_kv=c.heads_kv)}
     s0 = sets[0]
     grads = (torch.empty_like(s0.q), torch.empty_like(s0.k), torch.empty_like(s0.v))   # BSHD, like the inputs
-    dsink = torch.empty_like(s0.sink) if c.sink else None
+    dsink = torch.empty_like(s0.optional["sink"]) if c.sink else None
 
     def bhsd(s):
         return [t.transpose(1, 2) for t in (s.q, s.k, s.v, s.out, s.dout)] + [s.lse]
 
     # one checked call, then the bound launch (which must be this variant's kernels, not a twin set)
-    bwd(*bhsd(s0), *(g.transpose(1, 2) for g in grads), scale=scale, workspace=ws, band_left=left, sink=s0.sink,
-        dsink=dsink, deterministic=det)
+    bwd(*bhsd(s0), *(g.transpose(1, 2) for g in grads), scale=scale, workspace=ws, band_left=left,
+        sink=s0.optional.get("sink"), dsink=dsink, deterministic=det)
     launch = bwd.bind(problem)
     if launch.backward is not bwd.kernels.backward:
         raise RuntimeError(f"case {c.name} ran on a twin kernel set, not {cfg.key.as_str()}")
 
-    calls = [BackwardTensors(s.q, s.k, s.v, s.out, s.dout, s.lse, *grads, ws, sink=s.sink, dsink=dsink)
+    calls = [BackwardTensors(s.q, s.k, s.v, s.out, s.dout, s.lse, *grads, ws, sink=s.optional.get("sink"), dsink=dsink)
              for s in sets]
 
     def run(i: int):

@@ -4,14 +4,22 @@ where a peer led frost's backward (head dim 256, deterministic mode) with their 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
+
+from frost import spec
+
+# the fields that size a case, and the dims letters (frost.spec's shapes) they give
+DIMS = {"batch": "B", "heads_q": "Hq", "heads_kv": "Hkv", "seq_q": "Sq", "seq_kv": "Skv", "head_dim": "Dqk",
+        "head_dim_v": "Dv"}
+MODES = ("deterministic",)   # how the backward runs, not what it computes
 
 
 @dataclass(frozen=True)
 class Case:
     """One attention backward shape. `window` is a sliding window of that many keys, the query's own included
     (GPT-OSS convention): with causal=True key j is kept iff i - (window - 1) <= j <= i. `deterministic`: the
-    backward runs bitwise reproducible (frost's deterministic mode; a peer runs its own or declines)."""
+    backward runs bitwise reproducible (frost's deterministic mode; a peer runs its own or declines). A boolean
+    field named by a frost.spec optional role (`sink`) gives that input."""
 
     name: str
     batch: int
@@ -27,7 +35,7 @@ class Case:
     deterministic: bool = False
 
     def __post_init__(self) -> None:
-        if self.heads_q % self.heads_kv:
+        if not spec.heads_divide(self.heads_q, self.heads_kv):
             raise ValueError(f"{self.name}: heads_q {self.heads_q} is not a multiple of heads_kv {self.heads_kv}")
         if self.window is not None and (self.window < 1 or not self.causal):
             raise ValueError(f"{self.name}: a window needs causal=True and window >= 1")
@@ -44,6 +52,43 @@ class Case:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Case":
+        """The case a saved run's dict describes (keys that are no field, such as its flops, left out)."""
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+    def shape(self, role: str) -> tuple[int, ...]:
+        """The dense (BSHD) shape of a frost.spec tensor role in this case."""
+        sizes = {letter: getattr(self, name) for name, letter in DIMS.items()}
+        return tuple(sizes[d] for d in spec.ROLES[role].dense_shape)
+
+    @property
+    def optional_inputs(self) -> tuple[str, ...]:
+        """The frost.spec roles of the optional inputs this case gives, in spec order."""
+        return tuple(t.role for t in spec.TENSORS if t.optional and getattr(self, t.role, False) is True)
+
+    def features(self) -> dict[str, object]:
+        """What the case computes beyond its dims (its mask and optional inputs), field by field."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", *DIMS, *MODES)}
+
+    def words(self) -> str:
+        """The problem in the docs' words: batch, heads (q/kv), lengths, head dims, then every feature and mode
+        that is on, by name (with its value when it has one)."""
+        parts = [f"B{self.batch}", "H" + _pair(self.heads_q, self.heads_kv), "S" + _pair(self.seq_q, self.seq_kv),
+                 "D" + _pair(self.head_dim, self.head_dim_v)]
+        on = {**self.features(), **{m: getattr(self, m) for m in MODES}}
+        return " ".join(parts + [k if v is True else f"{k} {v}" for k, v in on.items() if v])
+
+    def header(self) -> str:
+        """The problem as a run's log states it: the dims the suites vary, then every feature, on or off."""
+        dims = f"B={self.batch} Hq={self.heads_q} Hkv={self.heads_kv} S={self.seq_q} D={self.head_dim}"
+        return " ".join([dims, *(f"{k}={v}" for k, v in self.features().items())])
+
+
+def _pair(first: int, second: int) -> str:
+    """One number when both sides agree (q/kv heads, lengths, head dims), else first/second."""
+    return f"{first}" if first == second else f"{first}/{second}"
 
 
 def case(name: str, b: int, hq: int, s: int, d: int, *, hkv: int | None = None, causal: bool = False,

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from frost.bench.cases import Case
 from frost.bench.report import Report, Result, ceiling_tflops, ratio
 from frost.errors import FrostError
 
@@ -52,21 +53,8 @@ def load_report(path: str | Path) -> Report:
 
 
 def case_shape(case: dict) -> str:
-    """The case's problem in the docs' words: batch, heads (q/kv), lengths, head dims, mask, sink, mode."""
-    heads = f"H{case['heads_q']}" if case["heads_q"] == case["heads_kv"] else f"H{case['heads_q']}/{case['heads_kv']}"
-    seq = f"S{case['seq_q']}" if case["seq_q"] == case["seq_kv"] else f"S{case['seq_q']}/{case['seq_kv']}"
-    dims = f"D{case['head_dim']}" if case["head_dim"] == case["head_dim_v"] else \
-        f"D{case['head_dim']}/{case['head_dim_v']}"
-    parts = [f"B{case['batch']}", heads, seq, dims]
-    if case.get("causal"):
-        parts.append("causal")
-    if case.get("window"):
-        parts.append(f"window {case['window']}")
-    if case.get("sink"):
-        parts.append("sink")
-    if case.get("deterministic"):
-        parts.append("deterministic")
-    return " ".join(parts)
+    """A saved case's problem in the docs' words (Case.words)."""
+    return Case.from_dict(case).words()
 
 
 # how the run held the backends to SM120's shared memory per SM (meta.peer_smem; runs before it: "free")

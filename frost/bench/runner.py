@@ -139,8 +139,7 @@ def run(cases: list[Case], backends: list, opts: Options, report: Report, json_p
     """Fill `report` case by case, rewriting `json_path` after each case."""
     deadline = time.monotonic() + opts.budget_s if opts.budget_s > 0 else None
     for c in cases:
-        log(f"case {c.name}: B={c.batch} Hq={c.heads_q} Hkv={c.heads_kv} S={c.seq_q} D={c.head_dim} "
-            f"causal={c.causal} window={c.window} sink={c.sink}")
+        log(f"case {c.name}: {c.header()}")
         report.cases.append({**c.as_dict(), "flops": pass_flops(c, opts.which)})
         report.results.extend(run_case(c, backends, opts, deadline, log))
         if json_path:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import time
 
-import cutlass
 import cutlass.cute as cute
 from cutlass import Int32, Int64
 from cutlass._mlir.dialects import llvm

@@ -70,3 +70,14 @@ def test_select():
     assert len(backends.select(None)) == 5
     with pytest.raises(ValueError, match="unknown backend"):
         backends.select("frost,fa3")
+
+
+def test_frost_passes_each_call_the_optional_inputs_it_reads():
+    """frost's calls get the set's optional inputs by role, each call only those frost.spec says it reads."""
+    from frost.bench.backends.frost_backend import DIFFERENTIABLE, by_caller, read_by
+
+    given = {"sink": 1, "dlse": 2}
+    assert read_by("forward", given) == {"sink": 1}
+    assert read_by("backward", given) == given
+    assert by_caller({"seq_len_q": 3}) == {"seq_len_q": 3}
+    assert {"q", "k", "v", "sink"} <= DIFFERENTIABLE and "seq_len_q" not in DIFFERENTIABLE

@@ -48,7 +48,7 @@ def test_band():
 
 
 def test_invalid_cases_raise():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="bad-gqa: heads_q 6 is not a multiple of heads_kv 4"):
         case("bad-gqa", 1, 6, 8, 8, hkv=4)
     with pytest.raises(ValueError):
         Case("window-without-causal", 1, 1, 1, 8, 8, 8, 8, window=4)
@@ -70,3 +70,29 @@ def test_frost_bench_defaults_to_the_standard_suite_and_refuses_an_unknown_one(c
         build_parser().parse_args(["bench", "--suite", "issue7"])
     assert stop.value.code == 2
     assert "'standard'" in capsys.readouterr().err
+
+
+def test_words_and_header_name_every_feature_from_the_fields():
+    """The docs' words name each feature and mode that is on (a valued one with its value); the run log's header
+    names every feature, on or off, and no mode."""
+    c = Case("odd", 2, 8, 2, 16, 32, 64, 32, causal=True, window=4, sink=True, deterministic=True)
+    assert c.words() == "B2 H8/2 S16/32 D64/32 causal window 4 sink deterministic"
+    assert c.header() == "B=2 Hq=8 Hkv=2 S=16 D=64 causal=True window=4 sink=True"
+    plain = case("plain", 4, 16, 4096, 64)
+    assert plain.words() == "B4 H16 S4096 D64"
+    assert plain.header() == "B=4 Hq=16 Hkv=16 S=4096 D=64 causal=False window=None sink=False"
+
+
+def test_a_saved_case_dict_gives_back_its_case():
+    c = deterministic_twin(_gptoss_swa())
+    assert Case.from_dict({**c.as_dict(), "flops": 1.0}) == c
+
+
+def _gptoss_swa():
+    return next(c for c in STANDARD if c.name == "gptoss-swa128-sink")
+
+
+def test_optional_inputs_and_shapes_follow_frost_spec():
+    c = _gptoss_swa()
+    assert c.optional_inputs == ("sink",) and case("n", 1, 2, 8, 8).optional_inputs == ()
+    assert c.shape("q") == (2, 4096, 64, 64) and c.shape("k") == (2, 4096, 8, 64) and c.shape("sink") == (64,)

@@ -40,7 +40,7 @@ def oracle_forward(c, s):
     from helpers import oracle_api
 
     left = None if c.window is None else c.window - 1
-    out, lse = oracle_api.attention(s.q, s.k, s.v, sink=s.sink, causal=c.causal, window_size=(left, None),
+    out, lse = oracle_api.attention(s.q, s.k, s.v, **s.optional, causal=c.causal, window_size=(left, None),
                                     return_lse=True)
     return out.float(), lse.float()
 
@@ -54,3 +54,21 @@ def test_reference_forward_matches_naive(c):
     assert torch.allclose(s.lse, lse, atol=1e-5)
     assert torch.allclose(s.out.float(), out, atol=2e-2)
     assert s.dout.abs().sum() > 0 and s.q.abs().sum() > 0            # never zeros
+
+
+def test_a_set_carries_the_case_optional_inputs_by_spec_role():
+    """The optional inputs are a mapping by frost.spec role (drawn after q, k, v, dout), each also an attribute;
+    a role the case does not give reads None, and a name that is no optional role is no attribute."""
+    torch = pytest.importorskip("torch")
+    with_sink = case("sink", 1, 4, 8, 16, hkv=2, causal=True, sink=True)
+    s = inputs.make_sets(with_sink, torch.bfloat16, "cpu", 1)[0]
+    assert list(s.optional) == ["sink"]
+    assert s.optional["sink"].dtype == torch.float32 and s.optional["sink"].shape == (4,)
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(1, 8, 4, 16), (1, 8, 2, 16), (1, 8, 2, 16), (1, 8, 4, 16)]:
+        torch.randn(shape, generator=gen)
+    assert torch.equal(s.optional["sink"], torch.randn(4, generator=gen))
+    plain = inputs.make_sets(case("plain", 1, 2, 8, 16), torch.bfloat16, "cpu", 1)[0]
+    assert plain.optional == {}
+    with pytest.raises(AttributeError):
+        plain.dq
