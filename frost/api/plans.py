@@ -15,10 +15,10 @@ from frost.analyzer.probe import OpSupport, SupportReport
 from frost.errors import NotSupported
 from frost.ir import Graph
 from frost.lowering import compiler
+from frost.lowering.disk_cache import probe_with_disk_cache
 from frost.lowering.engines import ADAPTERS, lower_graph
 from frost.lowering.plan import Plan
 from frost.lowering.plan_cache import PLANS
-from frost.lowering.disk_cache import probe_with_disk_cache
 
 log = logging.getLogger("frost")
 PREFERRED = ENGINES[0].engine

@@ -18,8 +18,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from frost.lowering.disk_cache import cache_groups, code_version, default_root, remove_groups
-    from frost.lowering.report_cache import current_report_group, report_root
+    from frost.lowering.disk_cache import (cache_groups, code_version, current_report_group, default_root,
+                                          remove_groups, report_root)
 
     root = Path(args.dir).expanduser() if args.dir else default_root()
     stores = ((root, None), (report_root(root), current_report_group()))   # (directory, its current group)

@@ -1,14 +1,12 @@
 """Lowering: Facts + the chosen engine -> Plan (kernels, compile keys, workspace layout); tensor signatures; the plan
 cache (memory) and kernel cache (memory + disk); the executor that binds runtime tensors to a plan."""
 
-from frost.lowering.compiler import Compiler, KernelUnit, get_compiler, set_compiler, use_compiler
+from frost.lowering.compiler import KERNELS, Compiler, KernelUnit, get_compiler, set_compiler, use_compiler
 from frost.lowering.disk_cache import DiskCache, default_root
 from frost.lowering.fake import FakeCompiler, FakeKernel
-from frost.lowering.kernel_cache import KERNELS
+from frost.lowering.keys import TensorSignature, make_signature, spec_signature, tensor_signature
 from frost.lowering.plan import KernelLaunch, Lowering, OpPlan, Plan
-from frost.lowering.plan_cache import PLANS
-from frost.lowering.signature import TensorSignature, make_signature, spec_signature, tensor_signature
-from frost.lowering.stats import CacheStats, cache_stats, reset_cache_stats
+from frost.lowering.plan_cache import PLANS, CacheStats, cache_stats, reset_cache_stats
 from frost.lowering.workspace import ALIGN, Region, WorkspaceLayout
 
 

@@ -1,10 +1,21 @@
-"""Compiled kernels on disk, as opaque bytes, so a new process skips the compile (and, in the same store, the
-probe reports of compiled graphs: lowering/report_cache.py).
+"""Compiled kernels and the probe reports of compiled graphs on disk, as opaque bytes, so a new process skips the
+compile and the analysis.
 
-An entry is keyed by frost version (with a digest of the kernel sources' code, so that a changed kernel never loads
-code compiled from an older one under the same version number, while an edited comment recompiles nothing) +
-cutlass-dsl version + target arch + compiler + compile key. Each file carries its own key and a checksum: a corrupt, truncated or foreign entry is logged, removed and rebuilt, never a crash.
-Writes are atomic (temp file + rename), so concurrent processes never see half an entry."""
+A kernel entry is keyed by frost version (with a digest of the kernel sources' code, so that a changed kernel never
+loads code compiled from an older one under the same version number, while an edited comment recompiles nothing) +
+cutlass-dsl version + target arch + compiler + compile key. Each file carries its own key and a checksum: a corrupt,
+truncated or foreign entry is logged, removed and rebuilt, never a crash. Writes are atomic (temp file + rename), so
+concurrent processes never see half an entry.
+
+Probe reports (probe_with_disk_cache) use the same format and switch (FROST_DISK_CACHE) under ``<cache
+root>/reports``. The analysis takes milliseconds, but it builds a networkx graph, and importing networkx (0.17-0.25 s)
+would be most of what ``frost.compile`` costs in a new process whose kernels come from the disk cache (0.10-0.15 s
+with this cache: docs/performance.md). A report's group is named by frost's version and a digest of the sources of
+the analyzer, the IR and frost.errors and of the pydantic version: a changed capability table, rule or fact never
+reads a report written by other code, and ``frost cache --prune`` deletes the groups of other code. The key is the
+graph's JSON (shapes included: one entry, a few KB, per distinct graph, at most MAX_REPORTS per target), so equal
+graphs share an entry. Only the compile paths read reports; ``frost.check_support`` and the analyzer's ``probe``
+stay side-effect free."""
 
 from __future__ import annotations
 
@@ -22,7 +33,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from frost.lowering.stats import COUNTERS
+from frost.analyzer import SupportReport, probe
+from frost.lowering.plan_cache import COUNTERS
 
 log = logging.getLogger("frost")
 MAGIC = b"FROSTKC1"
@@ -36,8 +48,9 @@ def package_version(dist: str, fallback: str = "none") -> str:
         return fallback
 
 
-KERNEL_SOURCES = Path(__file__).resolve().parents[1] / "kernels"
-LIMITS_SOURCE = Path(__file__).resolve().parents[1] / "limits.py"   # the kernels' limits, which they read
+_FROST = Path(__file__).resolve().parents[1]
+KERNEL_SOURCES = _FROST / "kernels"
+LIMITS_SOURCE = _FROST / "limits.py"   # the kernels' limits, which they read
 
 
 def code_ast(source: str) -> str:
@@ -105,7 +118,7 @@ class EntryKind:
 
     label: str      # "kernel cache": "frost: kernel cache entry ... is corrupt"
     redo: str       # what a bad entry costs: "recompiling"
-    counter: str    # counter prefix in frost.lowering.stats.CacheStats
+    counter: str    # counter prefix in frost.lowering.plan_cache.CacheStats
     subdir: str = ""  # where under the cache root this kind's groups live ("": the root itself)
 
     def root(self, cache_root: Path) -> Path:
@@ -227,3 +240,73 @@ def remove_groups(root: Path, stale_only: bool, current: tuple[str, str] | None 
         if frost_dir.is_dir() and not any(frost_dir.iterdir()):
             frost_dir.rmdir()
     return [g for g in doomed if not g.path.exists()]
+
+
+REPORT_ENTRIES = EntryKind("probe-report cache", "probing the graph again", "report", subdir="reports")
+MAX_REPORTS = 4096   # per target and frost code: each distinct graph (shapes included) adds one entry of a few KB
+ANALYSIS_SOURCES = (_FROST / "analyzer", _FROST / "ir")
+
+
+@lru_cache(maxsize=None)
+def analysis_digest() -> str:
+    """What a report is computed from besides the graph: the analyzer's, the IR's and frost.errors' sources and the
+    pydantic version (16 hex digits)."""
+    h = hashlib.sha256()
+    for directory in ANALYSIS_SOURCES:
+        h.update(source_digest(directory).encode())
+    h.update((_FROST / "errors.py").read_bytes())
+    h.update(package_version("pydantic").encode())
+    return h.hexdigest()[:16]
+
+
+def report_key(graph_text: str, target: str) -> EntryKey:
+    import frost
+
+    return EntryKey(compile_key=graph_text, arch=target, compiler="probe",
+                    frost=f"{frost.__version__}+{analysis_digest()}", cutlass="none")
+
+
+def report_root(root: Path) -> Path:
+    """Where the reports of a cache root live (beside, not inside, the kernel groups)."""
+    return REPORT_ENTRIES.root(root)
+
+
+def current_report_group() -> tuple[str, str]:
+    """The (frost-*, cutlass-*) directory names the reports of this frost code are read from."""
+    return report_key("", "").group_dirs()
+
+
+def probe_with_disk_cache(graph, target: str, graph_text: str | None) -> SupportReport:
+    """probe(graph, target) for a normalised ``target``, read from the disk cache when an earlier process stored it
+    (``graph_text``: the graph's JSON, the key; None probes without the cache)."""
+    disk = active_disk_cache(REPORT_ENTRIES)
+    if disk is None or graph_text is None:
+        return probe(graph, target)
+    key = report_key(graph_text, target)
+    blob = disk.load(key)
+    if blob is not None:
+        try:
+            report = SupportReport.model_validate_json(blob)
+        except ValueError as exc:  # pydantic's ValidationError is a ValueError
+            disk.discard(key, f"unreadable ({type(exc).__name__})")
+        else:
+            COUNTERS.bump("report_hits")
+            return report
+    report = probe(graph, target)
+    disk.store(key, report.model_dump_json().encode())
+    _trim(disk.path(key).parent)
+    return report
+
+
+def _trim(directory: Path) -> None:
+    """Keep a target's reports to MAX_REPORTS: past it, the least recently written eighth goes (a workload with
+    ever new shapes, e.g. a new sequence length every step, must not grow the cache without bound)."""
+    try:
+        entries = [e for e in os.scandir(directory) if e.name.endswith(".bin")]
+        if len(entries) <= MAX_REPORTS:
+            return
+        entries.sort(key=lambda e: e.stat().st_mtime_ns)
+        for e in entries[:len(entries) - MAX_REPORTS + MAX_REPORTS // 8]:
+            os.unlink(e.path)
+    except OSError:  # a concurrent trim or a read-only directory: the next store tries again
+        pass

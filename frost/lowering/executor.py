@@ -11,7 +11,7 @@ import torch
 
 from frost.errors import GraphError, TensorError
 from frost.ir.tensors import TensorSpec, check_tensor
-from frost.lowering.signature import TensorSignature, spec_signature, tensor_signature
+from frost.lowering.keys import TensorSignature, spec_signature, tensor_signature
 from frost.lowering.workspace import ALIGN, carve
 
 TORCH_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,

@@ -7,7 +7,7 @@ from frost.lowering import FakeCompiler, KernelUnit, cache_stats, clear_caches
 from frost.cli import main as cli_main
 from frost.lowering.disk_cache import (DiskCache, EntryKey, active_disk_cache, cache_groups, code_version,
                                       default_root, package_version, remove_groups, source_digest)
-from frost.lowering.kernel_cache import KERNELS
+from frost.lowering.compiler import compiled_kernel
 from helpers.processes import run_twice
 
 UNIT = KernelUnit("cute_sm120", "cute_sm120|bf16|d64|causal|plain", "sm_120a")
@@ -117,22 +117,22 @@ def test_cache_command_shows_prunes_and_clears(tmp_path, capsys):
 
 def test_memory_then_disk_then_compile():
     compiler = FakeCompiler()
-    KERNELS.get(compiler, UNIT)
-    KERNELS.get(compiler, UNIT)
+    compiled_kernel(compiler, UNIT)
+    compiled_kernel(compiler, UNIT)
     assert (cache_stats().compiles, cache_stats().kernel_hits, cache_stats().disk_writes) == (1, 1, 1)
     clear_caches()                           # a "new process": memory gone, disk kept
-    kernel = KERNELS.get(compiler, UNIT)
+    kernel = compiled_kernel(compiler, UNIT)
     assert kernel.key == UNIT.key and cache_stats().compiles == 1 and cache_stats().disk_hits == 1
     assert compiler.compiled == [UNIT.key]
 
 
 def test_garbage_entry_is_recompiled_with_a_warning(caplog):
     compiler = FakeCompiler()
-    KERNELS.get(compiler, UNIT)
+    compiled_kernel(compiler, UNIT)
     entry_path(compiler).write_bytes(b"\x00garbage\xff" * 10)
     clear_caches()
     with caplog.at_level(logging.WARNING, logger="frost"):
-        kernel = KERNELS.get(compiler, UNIT)
+        kernel = compiled_kernel(compiler, UNIT)
     assert kernel.key == UNIT.key and len(compiler.compiled) == 2
     assert cache_stats().disk_errors == 1 and "corrupt or stale" in caplog.text
     assert entry_path(compiler).read_bytes().startswith(b"FROSTKC1")   # rewritten after the recompile
@@ -140,16 +140,16 @@ def test_garbage_entry_is_recompiled_with_a_warning(caplog):
 
 def test_truncated_and_unloadable_entries(caplog):
     compiler = FakeCompiler()
-    KERNELS.get(compiler, UNIT)
+    compiled_kernel(compiler, UNIT)
     path = entry_path(compiler)
     path.write_bytes(path.read_bytes()[:-3])                       # truncated: checksum fails
     clear_caches()
-    KERNELS.get(compiler, UNIT)
+    compiled_kernel(compiler, UNIT)
     other = FakeCompiler()                                          # same name, but rejects the payload
     other.deserialize = lambda data, unit: (_ for _ in ()).throw(RuntimeError("cannot load module"))
     clear_caches()
     with caplog.at_level(logging.WARNING, logger="frost"):
-        KERNELS.get(other, UNIT)
+        compiled_kernel(other, UNIT)
     assert len(compiler.compiled) == 2 and len(other.compiled) == 1
     assert cache_stats().disk_errors == 2 and "unloadable (RuntimeError: cannot load module)" in caplog.text
 
@@ -159,15 +159,15 @@ def test_unwritable_cache_dir_only_warns(monkeypatch, tmp_path, caplog):
     blocker.write_text("not a directory")
     monkeypatch.setenv("FROST_CACHE_DIR", str(blocker))
     with caplog.at_level(logging.WARNING, logger="frost"):
-        assert KERNELS.get(FakeCompiler(), UNIT).key == UNIT.key
+        assert compiled_kernel(FakeCompiler(), UNIT).key == UNIT.key
     assert "cannot write kernel cache entry" in caplog.text
 
 
 CHILD = textwrap.dedent("""
     import json
     from frost.lowering import FakeCompiler, KernelUnit, cache_stats
-    from frost.lowering.kernel_cache import KERNELS
-    KERNELS.get(FakeCompiler(), KernelUnit("cute_sm120", "cute_sm120|bf16|d64|causal|plain", "sm_120a"))
+    from frost.lowering.compiler import compiled_kernel
+    compiled_kernel(FakeCompiler(), KernelUnit("cute_sm120", "cute_sm120|bf16|d64|causal|plain", "sm_120a"))
     print(json.dumps(cache_stats().as_dict()))
 """)
 

@@ -48,7 +48,7 @@ def test_concurrent_requests_build_once():
 
 def test_concurrent_kernel_requests_compile_once():
     from frost.lowering import FakeCompiler, KernelUnit
-    from frost.lowering.kernel_cache import KERNELS
+    from frost.lowering.compiler import compiled_kernel
 
     class Slow(FakeCompiler):
         def compile(self, unit):
@@ -56,7 +56,7 @@ def test_concurrent_kernel_requests_compile_once():
             return super().compile(unit)
 
     compiler, unit, got = Slow(), KernelUnit("cute_sm120", "k", "sm_120a"), []
-    threads = [threading.Thread(target=lambda: got.append(KERNELS.get(compiler, unit))) for _ in range(8)]
+    threads = [threading.Thread(target=lambda: got.append(compiled_kernel(compiler, unit))) for _ in range(8)]
     for t in threads:
         t.start()
     for t in threads:

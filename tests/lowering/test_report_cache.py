@@ -1,4 +1,4 @@
-"""Probe reports on disk (frost/lowering/report_cache.py): exact round trip, a second process reads the report
+"""Probe reports on disk (frost/lowering/disk_cache.py): exact round trip, a second process reads the report
 without importing networkx, bad entries are probed again, other analyzer code misses, and `frost cache` prunes
 report groups of other code."""
 
@@ -13,7 +13,7 @@ from frost.analyzer import SupportReport, probe
 from frost.cli import main as cli_main
 from frost.ir import GraphBuilder, sdpa_backward_graph
 from frost.lowering import cache_stats, clear_caches
-from frost.lowering import report_cache
+from frost.lowering import disk_cache
 from frost.lowering.disk_cache import active_disk_cache, default_root
 from helpers.processes import run_twice
 
@@ -94,8 +94,8 @@ def test_a_bad_entry_is_logged_and_probed_again(caplog):
 def test_a_well_formed_entry_that_is_not_a_report_is_probed_again(caplog):
     graph = GRAPHS["causal"]
     frost.compile(graph, target="cpu")
-    key = report_cache.report_key(graph.model_dump_json(), "cpu")
-    active_disk_cache(report_cache.REPORT_ENTRIES).store(key, b'{"target": "cpu"}')
+    key = disk_cache.report_key(graph.model_dump_json(), "cpu")
+    active_disk_cache(disk_cache.REPORT_ENTRIES).store(key, b'{"target": "cpu"}')
     clear_caches()
     with caplog.at_level(logging.WARNING, logger="frost"):
         assert frost.compile(graph, target="cpu").report == probe(graph, "cpu")
@@ -111,7 +111,7 @@ def test_each_target_and_graph_has_its_entry(fake):
 
 def test_other_analysis_code_does_not_read_the_report(monkeypatch):
     frost.compile(GRAPHS["causal"], target="cpu")
-    monkeypatch.setattr(report_cache, "analysis_digest", lambda: "0123456789abcdef")
+    monkeypatch.setattr(disk_cache, "analysis_digest", lambda: "0123456789abcdef")
     clear_caches()
     frost.compile(GRAPHS["causal"], target="cpu")
     assert (cache_stats().report_hits, cache_stats().report_writes) == (0, 2) and len(_entries()) == 2
@@ -143,10 +143,10 @@ def test_cache_command_lists_and_prunes_report_groups(tmp_path, capsys):
 
 
 def test_a_target_keeps_at_most_max_reports(monkeypatch):
-    monkeypatch.setattr(report_cache, "MAX_REPORTS", 8)
+    monkeypatch.setattr(disk_cache, "MAX_REPORTS", 8)
     graphs = [sdpa_backward_graph(1, 2, seq, 32, causal=True) for seq in range(64, 64 + 9 * 16, 16)]
-    store = active_disk_cache(report_cache.REPORT_ENTRIES)
-    paths = [store.path(report_cache.report_key(g.model_dump_json(), "cpu")) for g in graphs]
+    store = active_disk_cache(disk_cache.REPORT_ENTRIES)
+    paths = [store.path(disk_cache.report_key(g.model_dump_json(), "cpu")) for g in graphs]
     for i, (g, path) in enumerate(zip(graphs, paths)):   # the ninth store trims to 7/8 of the cap, oldest first
         frost.compile(g, target="cpu")
         if i < 8:   # distinct, increasing write times even where the file system's clock is coarse

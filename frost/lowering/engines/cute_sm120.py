@@ -1,7 +1,11 @@
-"""The cute_sm120 engine adapter: picks the kernel config for a backward op's Facts, gets the compiled backward from
-the kernel cache (compiling through the compiler seam, cute_compiler.CuteCompiler, only on a miss), and launches it
-on caller-owned memory. A forward op goes to its own adapter (cute_forward.lower_forward) through the same compiler
-and caches."""
+"""The cute_sm120 engine adapter: picks the kernel config for an op's Facts (the forward's, or the backward's kernel
+set), gets the compiled kernel through compiler.compiled_kernel (compiling through the compiler seam,
+cute_compiler.CuteCompiler, only on a miss), and launches it on caller-owned memory.
+
+The forward needs no workspace, and its launch allocates nothing and never synchronises (a length check, when on,
+checks the lengths without a sync by default: see length_checks.check_mode). Everything but the dtype, the head-dim
+pads and the arch is a runtime argument of the forward kernel, so its compile key holds no feature flags: a sink,
+GQA, padding or another mask never compiles a second kernel."""
 
 from __future__ import annotations
 
@@ -10,13 +14,54 @@ from operator import itemgetter
 from frost import spec
 from frost.analyzer.facts import Facts
 from frost.limits import TARGET_ARCHS
-from frost.lowering.compiler import KernelUnit, get_compiler
+from frost.lowering.compiler import KernelUnit, compiled_kernel, get_compiler
 from frost.lowering.engines.cute_compiler import ENGINE
-from frost.lowering.engines.cute_forward import lower_forward
 from frost.lowering.engines.length_checks import call_lengths
-from frost.lowering.kernel_cache import KERNELS
-from frost.lowering.keys import compile_key, op_signatures
+from frost.lowering.keys import compile_key, op_signatures, runtime_features_key
 from frost.lowering.plan import KernelLaunch, Lowering
+
+
+def forward_config(facts: Facts, arch: str):
+    """The forward kernel's config (dtype, logical head dims and their pads, arch) for these Facts."""
+    from frost.kernels.forward import api
+
+    return api.choose_forward_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, arch, varlen=facts.varlen)
+
+
+def lower_forward(graph, op, facts: Facts, target: str) -> Lowering:
+    from frost.kernels.forward import api
+
+    arch = TARGET_ARCHS[target]
+    cfg = forward_config(facts, arch)
+    key = runtime_features_key(ENGINE, api.forward_compile_key(cfg), op_signatures(graph, op))
+    compiler = get_compiler(ENGINE)
+    kernel = compiler.bind(compiled_kernel(compiler, KernelUnit(ENGINE, key, arch, cfg)), cfg)
+    run, run_seq_major = _forward_launchers(kernel, op, facts)
+    grid = (-(-facts.seq_q // cfg.key.tile.m_block), facts.heads_q, facts.batch)
+    return Lowering(kernels=(KernelLaunch(f"{op.name}/forward", key, grid),), workspace=(), run=run,
+                    device_type=compiler.device_type, aligned_pointers=True, run_seq_major=run_seq_major)
+
+
+def _forward_launchers(kernel, op, facts: Facts):
+    """The op's run(tensors, workspace, stream) over logical (B, H, S, D) tensors, and its twin for 4-D tensors in
+    (B, S, H, D) order (Lowering.run_seq_major), both calling the kernel (a CompiledForward, or a test fake that
+    records its calls) bound once to the plan's scale and mask. The executor has checked every tensor against the
+    plan before run, so a call only gathers its tensors into one launch.ForwardTensors and launches."""
+    from frost.kernels.forward.launch import ForwardMask, ForwardTensors
+
+    ins, outs = op.inputs, op.outputs
+    operands = itemgetter(ins.q, ins.k, ins.v, outs.o, outs.lse)
+    optional = spec.optional_ports("forward", ins, outs)
+    bound = kernel.bind(ForwardMask(facts.attn_scale, op.causal, op.alignment, op.band_left, op.band_right))
+    lengths = call_lengths(ins, facts)
+
+    def run(tensors: dict, workspace: dict, stream, seq_major: bool = False) -> None:
+        extra = {key: tensors[name] for key, name in optional.items()}
+        packed = None if lengths is None else lengths(tensors)
+        bound(ForwardTensors(*operands(tensors), packed=packed, **extra), stream, seq_major=seq_major)
+
+    return run, lambda tensors, workspace, stream: run(tensors, workspace, stream, seq_major=True)
+
 
 def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
     """The main kernel's grid: a CTA per KV tile, per kv head (walking its GQA group), per batch (the launch may
@@ -65,19 +110,19 @@ class CuteSm120Engine:
         cfg = _config(op, facts, arch, problem)
         key = compile_key(ENGINE, api.compile_key(cfg), facts, op_signatures(graph, op))
         compiler = get_compiler(ENGINE)
-        kernel = compiler.bind(KERNELS.get(compiler, KernelUnit(ENGINE, key, arch, cfg)), cfg)
+        kernel = compiler.bind(compiled_kernel(compiler, KernelUnit(ENGINE, key, arch, cfg)), cfg)
         regions = [(n, int(b)) for n, b in api.workspace_regions(cfg, facts.batch, facts.heads_q, facts.seq_q,
                                                                      facts.seq_kv, heads_kv=facts.heads_kv,
                                                                      tokens_q=problem.tokens_q)]
         if op.inputs.sink is not None and op.outputs.dsink is None:
             regions.append((DSINK_SCRATCH, api.round_up16(facts.heads_q * 4)))
-        run, run_seq_major = _launchers(kernel, op, facts, problem)
+        run, run_seq_major = _backward_launchers(kernel, op, facts, problem)
         return Lowering(kernels=(KernelLaunch(f"{op.name}/backward", key, _grid(cfg, facts)),),
                         workspace=tuple(regions), run=run, device_type=compiler.device_type, aligned_pointers=True,
                         run_seq_major=run_seq_major)
 
 
-def _launchers(kernel, op, facts: Facts, problem):
+def _backward_launchers(kernel, op, facts: Facts, problem):
     """The op's run(tensors, workspace, stream) and its (B, S, H, D)-order twin (Lowering.run_seq_major). The
     kernel set (CompiledBackward, or a test fake with the same ``bind``) is bound to the plan's problem once,
     here: the executor has checked every tensor against the plan before run, so a call only gathers its tensors
