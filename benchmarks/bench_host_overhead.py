@@ -64,7 +64,7 @@ def measure(device: str = "cpu", calls: int = 20000, real: bool = False) -> dict
     graph = sdpa_backward_graph(1, 4, 128, 64, dtype="bfloat16", causal=True)
     target = "sm_90" if real else "sm_120"
     if real:
-        from frost.api.target import target_of
+        from frost.api.plans import target_of
         target = target_of(torch.device(device))
     compiler = None if real else FakeCompiler(device_type=torch.device(device).type, persist=False)
     with use_compiler("cute_sm120", compiler) if compiler else _nothing():

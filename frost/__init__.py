@@ -16,7 +16,7 @@ __version__ = "0.1.0"
 # public name -> "module:attribute", imported on first access (PEP 562)
 _LAZY = {
     "check_support": "frost.api.support:check_support",
-    "detect_target": "frost.api.target:detect_target",
+    "detect_target": "frost.api.plans:detect_target",
     "SupportReport": "frost.analyzer:SupportReport",
     "Reason": "frost.analyzer:Reason",
     "compile": "frost.api.plans:compile",
@@ -41,7 +41,7 @@ if TYPE_CHECKING:   # the same names, eagerly, for type checkers (tests/docs/tes
                                       sdpa_forward as sdpa_forward, sdpa_forward_varlen as sdpa_forward_varlen)
     from frost.api.plans import compile as compile
     from frost.api.support import check_support as check_support
-    from frost.api.target import detect_target as detect_target
+    from frost.api.plans import detect_target as detect_target
     from frost.lowering import (Plan as Plan, cache_stats as cache_stats, clear_caches as clear_caches,
                                 configure_cache as configure_cache)
 

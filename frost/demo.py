@@ -116,7 +116,7 @@ def _why(report, engine: str) -> str:
 def run_demo(shape: DemoShape = DemoShape(), device: str | None = None, say: Callable[[str], None] = print
              ) -> DemoResult:
     import frost.api.plans as api
-    from frost.api.target import target_of
+    from frost.api.plans import target_of
     from frost.api.support import check_support
 
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))

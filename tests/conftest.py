@@ -40,7 +40,7 @@ def kernel_engine(monkeypatch):
     into no-op kernels that record their launches (the fixture's value)."""
     import torch
 
-    import frost.api.target as targets
+    import frost.api.plans as targets
     from frost.lowering import FakeCompiler, use_compiler
 
     monkeypatch.setitem(targets._targets, torch.device("cpu"), "sm_120")

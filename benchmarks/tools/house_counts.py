@@ -74,7 +74,7 @@ def call_paths() -> dict[str, list[str]]:
     import torch
 
     import frost
-    import frost.api.target as targets
+    import frost.api.plans as targets
     from frost.lowering import FakeCompiler, use_compiler
 
     targets._targets[torch.device("cpu")] = "sm_120"

@@ -20,7 +20,7 @@ from frost.api import arguments as gate
 from frost.api.calls import DENSE, PACKED, Call, Layout, backward, forward
 from frost.api.checks import check_tensors, in_caller_terms
 from frost.api.functional import Scale, Window
-from frost.api.target import target_of
+from frost.api.plans import target_of
 from frost.errors import FrostError, NotSupported
 from frost.spec import Alignment, Kind
 

@@ -23,7 +23,7 @@ from frost import spec
 from frost.api.arguments import Options
 from frost.api.checks import check_tensors, in_caller_terms
 from frost.api.plans import build_plan
-from frost.api.target import target_of
+from frost.api.plans import target_of
 from frost.errors import FrostError, TensorError
 from frost.ir import (ForwardAttrs, Graph, SdpaBackwardOp, SdpaForwardInputs, SdpaForwardOp, SdpaForwardOutputs,
                       SdpaInputs, SdpaOutputs, TensorSpec)

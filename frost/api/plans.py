@@ -1,29 +1,57 @@
 """frost.compile(graph) -> Plan: probe, choose an engine per op, lower, and cache the plan.
 
 Engine choice is never silent: `plan.engine` names it, `plan.report` says why, and a fallback from cute_sm120 to
-the reference engine on a GPU target logs the probe's reasons once per distinct set of reasons."""
+the reference engine on a GPU target logs the probe's reasons once per distinct set of reasons. The target a plan is
+for defaults to the device this process would run on (detect_target; target_of for a tensor's device, memoised),
+read through torch, imported lazily, only there."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Hashable, Optional
+from typing import TYPE_CHECKING, Hashable, Optional, Union
 
 from frost.analyzer import ENGINES, normalise_target
-from frost.ir.graph import per_graph
 from frost.analyzer.probe import OpSupport, SupportReport
 from frost.errors import NotSupported
 from frost.ir import Graph
+from frost.ir.graph import per_graph
 from frost.lowering import compiler
 from frost.lowering.disk_cache import probe_with_disk_cache
 from frost.lowering.engines import ADAPTERS, lower_graph
 from frost.lowering.plan import Plan
 from frost.lowering.plan_cache import PLANS
 
+if TYPE_CHECKING:
+    import torch
+
 log = logging.getLogger("frost")
 PREFERRED = ENGINES[0].engine
 _logged: set[Hashable] = set()
 _logged_lock = threading.Lock()
+Device = Union["torch.device", str, int]   # what torch.device() accepts
+_targets: dict[Device | None, str] = {}
+
+
+def detect_target(device: Device | None = None) -> str:
+    """"cpu" without an importable torch, a CUDA device, or for a non-CUDA `device`; else "sm_<major><minor>" of
+    `device` (default: the current CUDA device)."""
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    if device is not None and torch.device(device).type != "cuda" or not torch.cuda.is_available():
+        return "cpu"
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}"
+
+
+def target_of(device: Device) -> str:
+    """The probe target for tensors on ``device`` ("cpu", or sm_XY of that CUDA device), memoised per device."""
+    target = _targets.get(device)
+    if target is None:
+        target = _targets[device] = detect_target(device)
+    return target
 
 
 def compile(graph: Graph, *, target: str | None = None, engine: str | None = None) -> Plan:  # noqa: A001 -- public name
@@ -32,17 +60,11 @@ def compile(graph: Graph, *, target: str | None = None, engine: str | None = Non
     report) when that engine declines. Ops frost does not claim stay the caller's to run (plan.report.unclaimed
     lists them; the plan runs the claimed ones). Plans are cached: the same graph, target and engine return the
     same Plan."""
-    target = normalise_target(target if target is not None else _detect())
+    target = normalise_target(target if target is not None else detect_target())
     key = _plan_key(graph, target, engine)
     if key is None:
         return build_plan(graph, target, engine)
     return PLANS.get_or_build(key, lambda: build_plan(graph, target, engine))
-
-
-def _detect() -> str:
-    from frost.api.target import detect_target
-
-    return detect_target()
 
 
 @per_graph

@@ -17,7 +17,7 @@ def check_support(graph: Graph, target: str | None = None, *, engine: str | None
     an unknown target string TargetError, an unknown engine name EngineError."""
     engines = engines_named(engine)
     if target is None:
-        from frost.api.target import detect_target
+        from frost.api.plans import detect_target
 
         target = detect_target()
     return probe(graph, target, engines)

@@ -15,7 +15,7 @@ from analyzer_graphs import baseline, gpt_oss
 from frost.analyzer import TargetError, normalise_target
 from frost.errors import FrostError
 from frost.api.support import check_support
-from frost.api.target import detect_target
+from frost.api.plans import detect_target
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HEAVY = ("torch", "cutlass")
@@ -43,7 +43,7 @@ def test_probe_with_torch_and_cutlass_blocked():
 
 
 def test_import_frost_does_not_import_torch_or_cutlass():
-    out = _run("import sys, json, frost, frost.analyzer, frost.api.support, frost.api.target\n"
+    out = _run("import sys, json, frost, frost.analyzer, frost.api.support, frost.api.plans\n"
                f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
     assert json.loads(out) == []
 

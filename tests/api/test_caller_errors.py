@@ -113,7 +113,7 @@ def test_a_non_tensor_is_named_as_the_caller_spelled_it():
 def test_a_backward_no_engine_serves_is_refused_at_the_forward(monkeypatch):
     """With only the kernel engine to ask and a shape it declines (Dv > Dqk on sm_120), the forward refuses."""
     import frost.analyzer
-    import frost.api.target as functional
+    import frost.api.plans as functional
 
     monkeypatch.setitem(functional._targets, torch.device("cpu"), "sm_120")
     monkeypatch.setattr(frost.analyzer, "probe", _probe_kernels_only)

@@ -69,7 +69,7 @@ def plan_engine(c: Case, torch_dtype: str, scale: float, device) -> str:
     """The engine frost's plan picks for this case on this device (what the functional API will run). The graph
     builder turns an optional input on by a flag of its role's name."""
     import frost
-    from frost.api.target import target_of
+    from frost.api.plans import target_of
 
     left, _ = c.band
     try:
