@@ -23,9 +23,9 @@ import cutlass.cute as cute
 from cutlass import Int32
 
 from frost.kernels import cute_utils as cutil
+from frost.spec import ALIGNMENTS, Band
 
 NO_BOUND = 1 << 30
-ALIGNMENTS = ("top_left", "bottom_right")
 
 FLAG_SEQ_Q = 1              # seq_len_q pointer is valid
 FLAG_SEQ_KV = 2             # seq_len_kv pointer is valid
@@ -63,9 +63,9 @@ class MaskSpec:
         _bound("band_right", self.band_right)
 
     def bounds(self) -> tuple[int, int]:
-        """(L, R) runtime values; causal means R defaults to 0."""
-        right = self.band_right if self.band_right is not None or not self.causal else 0
-        return _bound("band_left", self.band_left), _bound("band_right", right)
+        """(L, R) runtime values, causal folded in once (frost.spec.Band: R defaults to 0)."""
+        band = Band.of(self.causal, self.band_left, self.band_right)
+        return _bound("band_left", band.left), _bound("band_right", band.right)
 
     def flags(self) -> int:
         return FLAG_BOTTOM_RIGHT if self.alignment == "bottom_right" else 0

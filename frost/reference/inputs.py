@@ -13,11 +13,10 @@ import torch
 from frost.errors import TensorError
 from frost.reference.mask import KeepMask
 from frost.reference.numerics import IO_DTYPES, compute_dtype
-from frost.spec import gqa_accepted, heads_divide, resolved_scale, valid_scale
+from frost.spec import ALIGNMENTS, Band, gqa_accepted, heads_divide, resolved_scale, valid_scale
 
 STAT_DTYPES = (torch.float32, torch.float64)
 LEN_DTYPES = (torch.int32, torch.int64)
-ALIGNMENTS = ("top_left", "bottom_right")
 
 
 @dataclass(frozen=True)
@@ -95,13 +94,11 @@ def _bound(name: str, value: object) -> int | None:
 
 
 def _band(causal: bool, alignment: str, band_left: object, band_right: object) -> tuple[int | None, int | None]:
-    """(left, right) with `causal` folded in: causal means right defaults to 0."""
+    """(left, right) with `causal` folded in (frost.spec.Band: causal means right defaults to 0)."""
     if alignment not in ALIGNMENTS:
         raise TensorError("alignment", alignment, " or ".join(ALIGNMENTS))
-    left, right = _bound("band_left", band_left), _bound("band_right", band_right)
-    if causal and right is None:
-        right = 0
-    return left, right
+    band = Band.of(causal, _bound("band_left", band_left), _bound("band_right", band_right))
+    return band.left, band.right
 
 
 def _scale(scale: object, dim_qk: int) -> float:
