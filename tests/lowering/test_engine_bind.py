@@ -53,7 +53,7 @@ def test_bound_once_per_plan_and_called_with_the_plan_tensors(monkeypatch):
     compiler = _run(graph, inputs)
     (p,) = compiler.problems
     assert (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv) == (2, 4, 2, 24, 24)
-    assert p.seq_len_q and p.seq_len_kv and p.sink and not p.deterministic
+    assert p.seq_len_q and p.seq_len_kv and p.sink and not p.dlse and not p.deterministic
     assert len(compiler.calls) == 2
     call, _ = compiler.calls[-1]
     op = graph.sdpa_ops()[0]

@@ -165,8 +165,8 @@ class CompiledBackward:
                         q.device)
         check_side_inputs(t, sizes, check_lengths)
         problem = Problem(batch, heads, heads_kv, seq_q, seq_kv, scale, band_left, band_right, deterministic,
-                          seq_len_q is not None, seq_len_kv is not None, sink is not None, dlse is not None,
-                          tokens_q, tokens_kv)
+                          seq_len_q=seq_len_q is not None, seq_len_kv=seq_len_kv is not None, sink=sink is not None,
+                          dlse=dlse is not None, tokens_q=tokens_q, tokens_kv=tokens_kv)
         launch = self._launches.get(problem)
         if launch is None:
             if len(self._launches) >= MAX_BOUND_LAUNCHES:

@@ -87,11 +87,11 @@ def _problem(op, facts: Facts):
     """The plan's launch.Problem: its sizes, scale, band, mode and which optional inputs its calls pass."""
     from frost.kernels.backward.launch import Problem
 
-    ins = op.inputs
-    packed = (facts.tokens_q, facts.tokens_kv) if facts.varlen else (0, 0)
+    given = {role: getattr(op.inputs, role) is not None for role in spec.role_names(spec.inputs("backward", False),
+                                                                                   optional=True)}
     return Problem(facts.batch, facts.heads_q, facts.heads_kv, facts.seq_q, facts.seq_kv, facts.attn_scale,
-                   op.band_left, op.band_right, facts.deterministic, ins.seq_len_q is not None,
-                   ins.seq_len_kv is not None, ins.sink is not None, ins.dlse is not None, *packed)
+                   op.band_left, op.band_right, facts.deterministic, **given,
+                   tokens_q=facts.tokens_q if facts.varlen else 0, tokens_kv=facts.tokens_kv if facts.varlen else 0)
 
 
 DSINK_SCRATCH = "dsink_scratch"  # the kernels always write dsink when a sink is given; a graph may not want it
