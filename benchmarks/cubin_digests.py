@@ -3,6 +3,7 @@ sm_90a in both dtypes (no GPU needed) and write a digest per cubin, so that two 
 machine code.
 
     python3 benchmarks/cubin_digests.py OUT.json [--jobs N]          # digests of the tree on PYTHONPATH
+    python3 benchmarks/cubin_digests.py OUT.json --only sm_120a/bfloat16/d64v64   # the sets whose tag has it
     python3 benchmarks/cubin_digests.py --compare BEFORE.json AFTER.json
 
 Each set gets two digests: ``raw``, the cubin's bytes, and ``code``, its ELF sections with each kernel's mangled
@@ -135,12 +136,14 @@ def main(argv=None) -> int:
     ap.add_argument("out", nargs="?")
     ap.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="keep the sets whose tag contains TEXT (repeatable; default: every served set)")
     args = ap.parse_args(argv)
     if args.compare:
         return compare(*args.compare)
     if not args.out:
         ap.error("give OUT.json or --compare BEFORE AFTER")
-    items = served_sets()
+    items = [(tag, key) for tag, key in served_sets() if not args.only or any(o in tag for o in args.only)]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
         digests = dict(pool.map(digest, items))
     with open(args.out, "w") as f:
