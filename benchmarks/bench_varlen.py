@@ -21,7 +21,6 @@ import math
 import os
 import random
 import sys
-from contextlib import nullcontext
 from dataclasses import asdict, dataclass, field
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -194,11 +193,9 @@ def run_config(cfg: Config, mix: str, iters: int, peer_smem: str = "free") -> Ro
 
 def _launches(name: str, peer_smem: str):
     """What a runner's calls run inside: a peer's launches padded when asked for, else nothing."""
-    if peer_smem != "padded" or name.startswith("frost"):
-        return nullcontext()
-    from frost.bench.sm120_launches import padded_launches
+    from frost.bench.sm120_launches import padded_when
 
-    return padded_launches()
+    return padded_when(peer_smem == "padded" and not name.startswith("frost"))
 
 
 def _measure(row: Row, name: str, make, iters: int, flops: dict, pairs: int, docs: int, s_dense: int) -> None:

@@ -11,7 +11,6 @@ The first call compiles and warms up; the profiled one is the second. Not a benc
 from __future__ import annotations
 
 import argparse
-from contextlib import nullcontext
 
 import torch
 
@@ -57,11 +56,10 @@ def main() -> None:
     window = (a.window, None)
     if a.fa4:
         from frost.bench.backends.fa4 import load_fa4_function
-
-        from frost.bench.sm120_launches import padded_launches
+        from frost.bench.sm120_launches import padded_when
 
         flash_attn_func = load_fa4_function(q.device)   # with FA4's arch and SM-count environment, as the bench sets
-        with padded_launches() if a.padded else nullcontext():
+        with padded_when(a.padded):
             for _ in range(2):
                 flash_attn_func(q, k, v, causal=a.causal, window_size=window)
         torch.cuda.synchronize()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -65,11 +65,9 @@ def measure(c: Case, backend, sets: list, opts: Options) -> Result:
 def launches_for(backend, opts: Options) -> AbstractContextManager:
     """What a backend's calls, its first (compiling) one included, run inside: padded CuTe-DSL launches for a peer
     when asked for (bench.sm120_launches), else nothing."""
-    if opts.peer_smem != "padded" or backend.holds_itself or opts.device != "cuda":
-        return nullcontext()
-    from frost.bench.sm120_launches import padded_launches
+    from frost.bench.sm120_launches import padded_when
 
-    return padded_launches()
+    return padded_when(opts.peer_smem == "padded" and not backend.holds_itself and opts.device == "cuda")
 
 
 def hold_for(backend, opts: Options):

@@ -13,7 +13,7 @@ cache of FA4 is refused here). frost's own kernels never compile inside it: they
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Iterator
 
 from frost.kernels.arch import arch_config, detect_arch, launch_smem_bytes
@@ -58,4 +58,11 @@ def padded_launches(arch: str | None = None) -> Iterator[None]:
         config.__post_init__ = original
 
 
-__all__ = ["PaddingUnavailable", "padded_launches", "padded_size"]
+
+def padded_when(on: bool) -> AbstractContextManager:
+    """padded_launches() (for the current device) when ``on``, else a context that changes nothing: what a peer's
+    calls run inside when a run asks for padded launches."""
+    return padded_launches() if on else nullcontext()
+
+
+__all__ = ["PaddingUnavailable", "padded_launches", "padded_size", "padded_when"]
