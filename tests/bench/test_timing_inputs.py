@@ -57,8 +57,8 @@ def test_reference_forward_matches_naive(c):
 
 
 def test_a_set_carries_the_case_optional_inputs_by_spec_role():
-    """The optional inputs are a mapping by frost.spec role (drawn after q, k, v, dout), each also an attribute;
-    a role the case does not give reads None, and a name that is no optional role is no attribute."""
+    """The optional inputs are a mapping by frost.spec role, drawn after q, k, v and dout from the same generator;
+    a case without them has an empty mapping, and a set has no attribute per role."""
     torch = pytest.importorskip("torch")
     with_sink = case("sink", 1, 4, 8, 16, hkv=2, causal=True, sink=True)
     s = inputs.make_sets(with_sink, torch.bfloat16, "cpu", 1)[0]
@@ -67,7 +67,7 @@ def test_a_set_carries_the_case_optional_inputs_by_spec_role():
     gen = torch.Generator().manual_seed(0)
     for shape in [(1, 8, 4, 16), (1, 8, 2, 16), (1, 8, 2, 16), (1, 8, 4, 16)]:
         torch.randn(shape, generator=gen)
-    assert torch.equal(s.optional["sink"], torch.randn(4, generator=gen))
+    torch.testing.assert_close(s.optional["sink"], torch.randn(4, generator=gen))
     plain = inputs.make_sets(case("plain", 1, 2, 8, 16), torch.bfloat16, "cpu", 1)[0]
     assert plain.optional == {}
     with pytest.raises(AttributeError):
