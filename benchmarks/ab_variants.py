@@ -48,7 +48,8 @@ def _prepare(c, det: bool, variant: str, dtype: str):
 
     sets = make_sets(c, Options(dtype=dtype))
     scale, (left, _) = softmax_scale(c), c.band
-    problem = Problem(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv, scale, left, None, det, sink=c.sink)
+    problem = Problem(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv, scale, left, None, det,
+                      frozenset({"sink", "dsink"} if c.sink else ()))
     cfg = choose_config(dtype, c.head_dim, c.head_dim_v, c.causal, "top_left", detect_arch(), band_left=left,
                         deterministic=det, sizes=Sizes(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv))
     kernels = None
@@ -75,8 +76,8 @@ def _prepare(c, det: bool, variant: str, dtype: str):
     if launch.backward is not bwd.kernels.backward:
         raise RuntimeError(f"case {c.name} ran on a twin kernel set, not {cfg.key.as_str()}")
 
-    calls = [BackwardTensors(s.q, s.k, s.v, s.out, s.dout, s.lse, *grads, ws, sink=s.optional.get("sink"), dsink=dsink)
-             for s in sets]
+    calls = [BackwardTensors(s.q, s.k, s.v, s.out, s.dout, s.lse, *grads, ws,
+                             {"sink": s.optional["sink"], "dsink": dsink} if c.sink else {}) for s in sets]
 
     def run(i: int):
         launch(calls[i], None, seq_major=True)

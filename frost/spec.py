@@ -39,6 +39,8 @@ class TensorRole:
     meaning: str = ""
     packed_meaning: str = ""
     grad_of: Optional[str] = None         # an output that is the gradient of this input: its shape and dtype
+    kernel_flag: int = 0                  # an optional tensor's bit in the kernels' runtime flags (its pointer is
+    #                                       valid); a gradient output shares its input's bit
 
     def meaning_in(self, packed: bool) -> str:
         return self.packed_meaning if packed and self.packed_meaning else self.meaning
@@ -67,14 +69,14 @@ TENSORS: tuple[TensorRole, ...] = (
     TensorRole("lse", "lse", "lse", "float32", ("B", "Hq", "Sq"), ("Hq", "Tq"), reads=_BWD, writes=_FWD, side="q",
                packed_meaning="head-major or token-major in memory (a (Tq, Hq) buffer: pass lse.t())"),
     TensorRole("dlse", "dlse", "dlse", "float32", ("B", "Hq", "Sq"), ("Hq", "Tq"), reads=_BWD, optional=True,
-               side="q", feature="has_dlse", meaning="the shape of lse",
+               side="q", feature="has_dlse", kernel_flag=64, meaning="the shape of lse",
                packed_meaning="the shape of lse, either memory order"),
     TensorRole("sink", "sink", "sink", "float32", ("Hq",), ("Hq",), reads=_BOTH, optional=True,
-               feature="has_sink", meaning="one per query head"),
+               feature="has_sink", kernel_flag=16, meaning="one per query head"),
     TensorRole("seq_len_q", "seq_len_q", "seqused_q", "int32", ("B",), ("B",), reads=_BOTH, optional=True,
-               feature="has_padding_q", meaning="one length per batch entry"),
+               feature="has_padding_q", kernel_flag=1, meaning="one length per batch entry"),
     TensorRole("seq_len_kv", "seq_len_kv", "seqused_kv", "int32", ("B",), ("B",), reads=_BOTH, optional=True,
-               feature="has_padding_kv", meaning="one length per batch entry"),
+               feature="has_padding_kv", kernel_flag=2, meaning="one length per batch entry"),
     TensorRole("cu_seqlens_q", None, "cu_seqlens_q", "int32", (), ("B+1",), reads=_BOTH, feature="varlen",
                meaning="sequence b owns query tokens [cu_seqlens_q[b], cu_seqlens_q[b + 1])"),
     TensorRole("cu_seqlens_kv", None, "cu_seqlens_kv", "int32", (), ("B+1",), reads=_BOTH, feature="varlen",
@@ -86,7 +88,7 @@ TENSORS: tuple[TensorRole, ...] = (
     TensorRole("dv", "dv", "dv", "io", ("B", "Skv", "Hkv", "Dv"), ("Tkv", "Hkv", "Dv"), writes=_BWD, side="kv",
                grad_of="v"),
     TensorRole("dsink", "dsink", "dsink", "float32", ("Hq",), ("Hq",), writes=_BWD, optional=True,
-               feature="has_sink", grad_of="sink"),
+               feature="has_sink", grad_of="sink", kernel_flag=16),
 )
 ROLES: dict[str, TensorRole] = {t.role: t for t in TENSORS}
 IO_ROLES: tuple[str, ...] = tuple(t.role for t in TENSORS if t.dtype == "io")   # (B, S, H, D) / (T, H, D) tensors
@@ -121,6 +123,19 @@ def optional_ports(kind: Kind, inputs: object, outputs: object) -> dict[str, str
     ports = [(t.role, inputs) for t in TENSORS if t.optional and kind in t.reads]
     ports += [(t.role, outputs) for t in TENSORS if t.optional and kind in t.writes]
     return {role: name for role, model in ports if (name := getattr(model, role, None)) is not None}
+
+
+def kernel_optional(kind: Kind) -> tuple[TensorRole, ...]:
+    """The optional tensors an op of ``kind`` reads or writes, in the order the kernels take their pointers: by
+    kernel flag bit, a gradient output right after its input (forward: seq_len_q, seq_len_kv, sink; backward: those,
+    dsink, dlse)."""
+    roles = [t for t in TENSORS if t.optional and (kind in t.reads or kind in t.writes)]
+    return tuple(sorted(roles, key=lambda t: (t.kernel_flag, t.grad_of is not None)))
+
+
+def kernel_flag(role: str) -> int:
+    """The kernels' runtime flag bit of an optional tensor (its pointer is valid)."""
+    return ROLES[role].kernel_flag
 
 
 def caller_name(role: str, packed: bool = False) -> str:
@@ -241,5 +256,5 @@ class Band:
 
 
 __all__ = ["ALIGNMENTS", "Band", "INPUT_FEATURES", "IO_ROLES", "InputFeature", "features", "role_names", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES",
-           "SIDE_ROLES", "TENSORS", "TensorRole", "caller_name", "gqa_accepted", "heads_divide", "inputs", "optional_ports", "outputs",
+           "SIDE_ROLES", "TENSORS", "TensorRole", "caller_name", "kernel_flag", "kernel_optional", "gqa_accepted", "heads_divide", "inputs", "optional_ports", "outputs",
            "resolved_scale", "valid_scale"]

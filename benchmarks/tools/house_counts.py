@@ -50,6 +50,13 @@ def naming_files(pattern: re.Pattern) -> tuple[list[str], list[str]]:
     return anywhere, in_code
 
 
+def _import_time(frame) -> bool:
+    """A comprehension or generator expression run by a module or class body (import-time code too)."""
+    while frame is not None and frame.f_code.co_name.startswith("<") and frame.f_code.co_flags & inspect.CO_OPTIMIZED:
+        frame = frame.f_back
+    return frame is not None and not frame.f_code.co_flags & inspect.CO_OPTIMIZED
+
+
 def files_entered(call) -> list[str]:
     """The frost files whose functions run during ``call()``."""
     files: set[str] = set()
@@ -57,7 +64,7 @@ def files_entered(call) -> list[str]:
     def profile(frame, event, arg):
         code = frame.f_code
         if event == "call" and code.co_flags & inspect.CO_OPTIMIZED and "/frost/" in code.co_filename \
-                and not code.co_filename.endswith(os.path.join("lowering", "fake.py")):
+                and not code.co_filename.endswith(os.path.join("lowering", "fake.py")) and not _import_time(frame):
             files.add(code.co_filename.split("/frost/", 1)[1])
 
     sys.setprofile(profile)

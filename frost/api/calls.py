@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Callable, Hashable, Optional, Union
+from typing import Callable, Hashable, Optional, Union, cast
 
 import torch
 
@@ -181,9 +181,11 @@ def forward(call: Call) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def backward(call: Call) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]]:
-    """(dq, dk, dv, dsink or None) of a backward call."""
+    """The gradients of a backward call in frost.spec's order: dq, dk, dv, then the optional input's (None when
+    the call does not give that input)."""
     grads = run(call, lambda: backward_outputs(call))
-    return grads["dq"], grads["dk"], grads["dv"], grads.get("dsink")
+    return cast(tuple[torch.Tensor, torch.Tensor, torch.Tensor, Optional[torch.Tensor]],
+                tuple(grads.get(role) for role, _, _ in _GRADIENTS))
 
 
 __all__ = ["Call", "backward", "forward", "run"]

@@ -137,6 +137,11 @@ QUICK = (
 )
 
 SUITES: dict[str, tuple[Case, ...]] = {"standard": STANDARD, "d256-det": D256_DET, "quick": QUICK, "none": ()}
+SUITE_WORDS: dict[str, str] = {
+    "standard": "training shapes (MHA, GQA, gpt-oss with sink and window, head dims 64-256, S 1k-16k)",
+    "d256-det": "head dim 256 and deterministic mode beside its default-mode twins",
+    "quick": "two small cases",
+}
 
 
 def select(suite: str, only: str | None = None) -> tuple[Case, ...]:

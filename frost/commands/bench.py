@@ -14,14 +14,12 @@ from frost.bench.runner import PEER_SMEM
 
 
 def register(sub) -> None:
-    from frost.bench.cases import SUITES
+    from frost.bench.cases import SUITE_WORDS, SUITES
 
     p = sub.add_parser("bench", help="benchmark attention (backward, forward or a training step) against its "
                        "peers (GPU)")
     p.add_argument("--suite", choices=tuple(SUITES), default="standard",
-                   help="standard: training shapes (MHA, GQA, gpt-oss with sink and window, head dims 64-256, "
-                        "S 1k-16k); d256-det: head dim 256 and deterministic mode beside its default-mode twins; "
-                        "quick: two small cases")
+                   help="; ".join(f"{name}: {words}" for name, words in SUITE_WORDS.items()))
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
     p.add_argument("--pass", dest="which", choices=PASSES, default="backward",
                    help="what is timed: the backward (default), the forward, or a training step (forward + backward)")

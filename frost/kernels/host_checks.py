@@ -23,17 +23,17 @@ def check_side_tensor(name: str, t, shape: tuple, dtype, device, contiguous: boo
 
 def check_optional_tensors(kind: spec.Kind, t, dims: dict[str, int], packed: bool, device) -> None:
     """Every optional tensor frost.spec declares for an op of ``kind`` (lengths, sink, dlse; a backward's dsink)
-    that ``t`` holds as an attribute of its role's name, against the spec's dtype and shape (``dims``: the call's
+    that ``t`` holds in its ``optional`` map (role -> tensor), against the spec's dtype and shape (``dims``: the call's
     sizes by the spec's letters, B, Hq, Sq or Tq); a gradient output is given exactly when its input is."""
     import torch
 
     for role in spec.TENSORS:
         if not role.optional or (kind not in role.reads and kind not in role.writes):
             continue
-        x = getattr(t, role.role, None)
+        x = t.optional.get(role.role)
         shape = tuple(dims[d] for d in role.shape(packed))
         dtype = getattr(torch, role.dtype)      # the optional tensors are float32 or int32, never io
-        if role.grad_of and (x is None) != (getattr(t, role.grad_of, None) is None):
+        if role.grad_of and (x is None) != (t.optional.get(role.grad_of) is None):
             raise TensorError(role.role, None if x is None else "a tensor",
                               f"a {dtype} {shape} output exactly when {role.grad_of} is given")
         if x is not None:

@@ -14,7 +14,8 @@ tiles that straddle a bound spend work on the predicate (``tile_needs_mask``), a
 tile is trimmed to the rows the band and the lengths can reach (``m_block_range``), so a window-W backward
 costs O(S*W).
 
-Runtime feature flags travel as one Int32 bit field (``FLAG_*``)."""
+Runtime feature flags travel as one Int32 bit field: the mask's and the launchers' ``FLAG_*`` here, an optional
+input's (its pointer is valid) ``frost.spec.kernel_flag(role)``."""
 
 from dataclasses import dataclass
 
@@ -23,19 +24,17 @@ import cutlass.cute as cute
 from cutlass import Int32
 
 from frost.kernels import cute_utils as cutil
-from frost.spec import ALIGNMENTS, Band
+from frost.spec import ALIGNMENTS, Band, kernel_flag
 
 NO_BOUND = 1 << 30
 
-FLAG_SEQ_Q = 1              # seq_len_q pointer is valid
-FLAG_SEQ_KV = 2             # seq_len_kv pointer is valid
+FLAG_SEQ_Q = kernel_flag("seq_len_q")     # seq_len_q pointer is valid (the optional inputs' bits are frost.spec's)
+FLAG_SEQ_KV = kernel_flag("seq_len_kv")   # seq_len_kv pointer is valid
 FLAG_BOTTOM_RIGHT = 4       # diagonal anchored at j = i + (skv - sq)
 FLAG_ORDERED_DQ = 8         # dQ added in KV-tile order (select.orders_dq). The kernel sets are compiled for one
 #                             order (select.KernelKey.ordered) and the Launch sets this flag exactly on the ordered
 #                             set's problems; only the atomic set's main kernel tests it (see BwdMainKernel.__init__)
-FLAG_SINK = 16              # sink logits given: compute dsink
 FLAG_KV_SLOWEST = 32        # set by the main kernel's launcher: grid is (kv heads, batch, KV tiles) (bwd_main)
-FLAG_DLSE = 64              # dlse pointer is valid: delta = rowsum(dO o O) - dlse (the preprocess)
 FLAG_Q_TILES_DOWN = 128     # set by the dQ GEMM's launcher: grid is (heads, batch, query tiles), last tile first
 
 

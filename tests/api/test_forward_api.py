@@ -129,7 +129,7 @@ def test_the_kernel_gets_the_callers_memory(kernel_engine):
         call, options = kernel_engine.kernels[0].launches[-1]
         q, k, v, o, lse_arg = call.q, call.k, call.v, call.o, call.lse
         assert q is d["q"] and k is d["k"] and v is d["v"] and options["seq_major"]   # (B, S, H, D) as given
-        assert o.data_ptr() == out.data_ptr() and lse_arg is lse and call.sink is d["sink"]
+        assert o.data_ptr() == out.data_ptr() and lse_arg is lse and call.optional["sink"] is d["sink"]
     assert len(kernel_engine.kernels) == 1 and len(kernel_engine.kernels[0].launches) == 2
     assert cache_stats().hits == 1
 

@@ -15,8 +15,9 @@ from frost.kernels.forward.api import CompiledForward, choose_forward_config
 from frost.kernels.forward.kernel import FwdKernel
 from frost.kernels.forward.launch import ForwardMask, ForwardTensors
 from frost.kernels.geometry import LOG2_E
-from frost.kernels.mask import FLAG_BOTTOM_RIGHT, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, NO_BOUND
+from frost.kernels.mask import FLAG_BOTTOM_RIGHT, FLAG_SEQ_KV, FLAG_SEQ_Q, NO_BOUND
 from frost.kernels.packed import Packed
+from frost.spec import kernel_flag
 from helpers.tensors import randn_bhsd
 
 PARAMS = list(inspect.signature(FwdKernel.__call__).parameters)[1:]   # drop self
@@ -39,7 +40,7 @@ def test_a_dense_launch_passes_the_kernel_its_declared_arguments():
     q, o = (randn_bhsd((2, 4, 100, 64), torch.bfloat16, layout="bshd") for _ in range(2))
     k, v = (randn_bhsd((2, 2, 140, 64), torch.bfloat16, layout="bshd") for _ in range(2))
     lse, seq_q, sink = torch.zeros(2, 4, 100), torch.tensor([100, 7], dtype=torch.int32), torch.zeros(4)
-    bound(ForwardTensors(q, k, v, o, lse, seq_len_q=seq_q, sink=sink), 7)
+    bound(ForwardTensors(q, k, v, o, lse, {"seq_len_q": seq_q, "sink": sink}), 7)
     (a,) = calls
     assert (a["pQ"], a["pK"], a["pV"], a["pO"], a["pLSE"]) == tuple(t.data_ptr() for t in (q, k, v, o, lse))
     assert (a["pSeqQ"], a["pSink"]) == (seq_q.data_ptr(), sink.data_ptr())
@@ -49,7 +50,7 @@ def test_a_dense_launch_passes_the_kernel_its_declared_arguments():
     assert (a["q_sb"], a["q_sh"], a["q_ss"]) == q.stride()[:3] and (a["v_sb"], a["v_sh"], a["v_ss"]) == v.stride()[:3]
     assert (a["lse_sb"], a["lse_sh"], a["lse_ss"]) == lse.stride()
     assert a["scale_log2"] == pytest.approx(0.125 * LOG2_E) and (a["band_left"], a["band_right"]) == (40, 0)
-    assert a["flags"] == FLAG_BOTTOM_RIGHT | FLAG_SEQ_Q | FLAG_SINK and a["stream"] == 7
+    assert a["flags"] == FLAG_BOTTOM_RIGHT | FLAG_SEQ_Q | kernel_flag("sink") and a["stream"] == 7
 
 
 def test_a_packed_launch_passes_the_segments():
@@ -62,7 +63,7 @@ def test_a_packed_launch_passes_the_segments():
     lse, seqused = torch.zeros(tq, hq).t(), torch.tensor([5, 10], dtype=torch.int32)
     packed = Packed(torch.tensor([0, 100, 300], dtype=torch.int32), torch.tensor([0, 10, 310], dtype=torch.int32),
                     200, 300)
-    bound(ForwardTensors(q, k, v, o, lse, seq_len_kv=seqused, packed=packed), 7)
+    bound(ForwardTensors(q, k, v, o, lse, {"seq_len_kv": seqused}, packed), 7)
     (a,) = calls
     assert (a["pCuQ"], a["pCuKV"], a["pSeqKV"]) == (packed.cu_seqlens_q.data_ptr(), packed.cu_seqlens_kv.data_ptr(),
                                                     seqused.data_ptr())

@@ -15,12 +15,14 @@ from frost.kernels.backward.chain import BackwardChain
 from frost.kernels.backward.dq_convert import DqConvertKernel
 from frost.kernels.backward.dq_gemm import DqGemmKernel
 from frost.kernels.backward.launch import LOG2_E, BackwardTensors, Launch, Problem
-from frost.kernels.mask import (FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SINK, NO_BOUND,
+from frost.kernels.mask import (FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_SEQ_KV, NO_BOUND,
                                 main_writes_dq)
 from frost.kernels.backward.preprocess import PreprocessKernel
+from frost.spec import kernel_flag
 from helpers.tensors import randn_bhsd
 
 KERNELS = {"preprocess": PreprocessKernel, "main": BwdMainKernel, "dq_convert": DqConvertKernel}
+FLAG_SINK = kernel_flag("sink")
 
 
 def _params(cls) -> list[str]:
@@ -53,9 +55,11 @@ def test_launch_passes_the_chain_its_declared_arguments():
     cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors(band_left=40, deterministic=True)
     seq_kv, sink, dsink = torch.tensor([140, 77], dtype=torch.int32), torch.zeros(4), torch.zeros(4)
     launch = Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=40,
-                                                             deterministic=True, seq_len_kv=True, sink=True))
-    launch(BackwardTensors(q, k, v, o, do, lse, dq, dk, dv, ws, seq_len_kv=seq_kv, sink=sink, dsink=dsink), 7)
-    flags = FLAG_BOTTOM_RIGHT | FLAG_ORDERED_DQ | FLAG_SEQ_KV | FLAG_SINK
+                                                             deterministic=True,
+                                                             optional=frozenset({"seq_len_kv", "sink", "dsink"})))
+    launch(BackwardTensors(q, k, v, o, do, lse, dq, dk, dv, ws, {"seq_len_kv": seq_kv, "sink": sink, "dsink": dsink}),
+           7)
+    flags = FLAG_BOTTOM_RIGHT | FLAG_ORDERED_DQ | FLAG_SEQ_KV | kernel_flag("sink")
     a = calls["backward"]
     assert (a["pO"], a["pdO"], a["pLSE"], a["pSink"]) == (o.data_ptr(), do.data_ptr(), lse.data_ptr(), sink.data_ptr())
     assert (a["pK"], a["pdV"], a["pSeqKV"], a["pSem"]) == (k.data_ptr(), dv.data_ptr(), seq_kv.data_ptr(),
@@ -288,11 +292,11 @@ def test_dlse_travels_with_its_strides_and_flag():
     calls = {}
     cfg, tensors, ws = _problem_tensors()
     dlse = torch.zeros(2, 4, 200)[..., ::2]          # a strided (B, Hq, Sq) view
-    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, dlse=True))(
-        BackwardTensors(*tensors, ws, dlse=dlse), 3)
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, optional=frozenset({"dlse"})))(
+        BackwardTensors(*tensors, ws, {"dlse": dlse}), 3)
     a = calls["backward"]
     assert a["pDlse"] == dlse.data_ptr() and (a["dlse_sb"], a["dlse_sh"], a["dlse_ss"]) == (800, 200, 2)
-    assert a["flags"] == FLAG_BOTTOM_RIGHT | FLAG_DLSE
+    assert a["flags"] == FLAG_BOTTOM_RIGHT | kernel_flag("dlse")
 
 
 def test_empty_problems_zero_dsink():
@@ -302,8 +306,9 @@ def test_empty_problems_zero_dsink():
     for batch, launched in ((2, True), (0, False)):
         calls = {}
         dsink = torch.full((4,), float("nan"))
-        Launch(_recording_kernels(calls), cfg, Problem(batch, 4, 2, 0, 140, 0.125, sink=True))(
-            BackwardTensors(*tensors, ws, sink=torch.zeros(4), dsink=dsink), 3)
+        Launch(_recording_kernels(calls), cfg, Problem(batch, 4, 2, 0, 140, 0.125,
+                                                               optional=frozenset({"sink", "dsink"})))(
+            BackwardTensors(*tensors, ws, {"sink": torch.zeros(4), "dsink": dsink}), 3)
         assert bool(calls) == launched and bool((dsink == 0).all())
 
 

@@ -24,13 +24,18 @@ def _sink(n=4, dtype=torch.float32):
     return torch.zeros(n, dtype=dtype)
 
 
+def _call(**optional) -> SimpleNamespace:
+    """A call's tensors as the launchers hold them: the optional ones by role."""
+    return SimpleNamespace(optional=optional)
+
+
 def test_good_optional_tensors_pass_both_layouts():
-    t = SimpleNamespace(seq_len_q=_lengths(), seq_len_kv=_lengths(), sink=_sink(), dsink=_sink(),
-                        dlse=torch.zeros(2, 5, 4).transpose(1, 2))        # (B, Hq, Sq), any memory order
+    t = _call(seq_len_q=_lengths(), seq_len_kv=_lengths(), sink=_sink(), dsink=_sink(),
+              dlse=torch.zeros(2, 5, 4).transpose(1, 2))        # (B, Hq, Sq), any memory order
     check_optional_tensors("backward", t, DENSE, False, CPU)
-    t = SimpleNamespace(seq_len_q=_lengths(3), sink=_sink(), dsink=_sink(), dlse=torch.zeros(9, 4).t())
+    t = _call(seq_len_q=_lengths(3), sink=_sink(), dsink=_sink(), dlse=torch.zeros(9, 4).t())
     check_optional_tensors("backward", t, PACKED, True, CPU)
-    check_optional_tensors("forward", SimpleNamespace(sink=_sink(), seq_len_kv=_lengths()), DENSE, False, CPU)
+    check_optional_tensors("forward", _call(sink=_sink(), seq_len_kv=_lengths()), DENSE, False, CPU)
 
 
 @pytest.mark.parametrize("kind, tensors, dims, packed, subject", [
@@ -47,9 +52,9 @@ def test_good_optional_tensors_pass_both_layouts():
 ])
 def test_a_bad_optional_tensor_is_named(kind, tensors, dims, packed, subject):
     with pytest.raises(TensorError) as info:
-        check_optional_tensors(kind, SimpleNamespace(**tensors), dims, packed, CPU)
+        check_optional_tensors(kind, _call(**tensors), dims, packed, CPU)
     assert info.value.subject == subject
 
 
 def test_a_forward_ignores_what_only_a_backward_reads():
-    check_optional_tensors("forward", SimpleNamespace(dlse="not looked at", dsink="not looked at"), DENSE, False, CPU)
+    check_optional_tensors("forward", _call(dlse="not looked at", dsink="not looked at"), DENSE, False, CPU)

@@ -53,14 +53,14 @@ def test_bound_once_per_plan_and_called_with_the_plan_tensors(monkeypatch):
     compiler = _run(graph, inputs)
     (p,) = compiler.problems
     assert (p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv) == (2, 4, 2, 24, 24)
-    assert p.seq_len_q and p.seq_len_kv and p.sink and not p.dlse and not p.deterministic
+    assert p.optional == {"seq_len_q", "seq_len_kv", "sink", "dsink"} and not p.deterministic
     assert len(compiler.calls) == 2
     call, _ = compiler.calls[-1]
     op = graph.sdpa_ops()[0]
     assert call.q is inputs[op.inputs.q] and call.lse is inputs[op.inputs.lse]
     assert set(call.workspace) >= {"dq_accum", "lse_log2", "delta", "dq_sem", "dsink_part"}  # the workspace views
-    assert call.seq_len_q is inputs[op.inputs.seq_len_q] and call.sink is inputs[op.inputs.sink]
-    assert tuple(call.dsink.shape) == (4,)                                                 # the dsink output
+    assert call.optional["seq_len_q"] is inputs[op.inputs.seq_len_q] and call.optional["sink"] is inputs[op.inputs.sink]
+    assert tuple(call.optional["dsink"].shape) == (4,)                                                 # the dsink output
 
 
 class RecordingEntries(CuteCompiler):

@@ -43,7 +43,7 @@ def test_the_kernel_plan_launches_the_forward_once_without_workspace():
     ((call, options),) = kernel.launches
     want = (inputs["q"], inputs["k"], inputs["v"], outs["attn.o"], outs["attn.lse"])
     assert all(a is b for a, b in zip((call.q, call.k, call.v, call.o, call.lse), want))
-    assert call.sink is inputs["sink"] and call.seq_len_kv is inputs["seq_len_kv"]
+    assert call.optional["sink"] is inputs["sink"] and call.optional["seq_len_kv"] is inputs["seq_len_kv"]
     assert options["stream"] is None
     (mask,) = kernel.problems      # bound once, at lowering
     assert (mask.causal, mask.alignment, mask.band_left, mask.band_right) == (True, "bottom_right", 7, None)

@@ -103,7 +103,7 @@ def test_a_gpu_target_lowers_packed_forwards_to_the_packed_kernel(fake):
     call, _ = kernel.launches[-1]
     packed = call.packed
     assert packed.cu_seqlens_q is t["cu_seqlens_q"] and (packed.max_seqlen_q, packed.max_seqlen_kv) == (13, 13)
-    assert call.seq_len_q is t["seq_len_q"] and call.sink is t["sink"]
+    assert call.optional["seq_len_q"] is t["seq_len_q"] and call.optional["sink"] is t["sink"]
 
 
 @pytest.mark.parametrize("kind", ("forward", "backward"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from frost import spec
 from frost.bench.cases import Case
 
 
@@ -19,10 +20,21 @@ class Backend:
     name: str = "?"
     same_class: bool = True          # mma.sync-class kernel: comparable with frost's SM120 design
     holds_itself: bool = False       # its kernels keep SM120's occupancy themselves: never timed under a SmemHold
+    takes: frozenset[str] = frozenset()   # the frost.spec optional inputs it passes on to its kernels
 
     def declines(self, c: Case, which: str = "backward") -> str | None:
         """Why this backend cannot time pass ``which`` (flops.PASSES) of `c` (None: it applies). Only case
         facts, never the machine."""
+        return self.untaken(c)
+
+    def untaken(self, c: Case) -> str | None:
+        """Why `c` is declined when it gives an optional input this backend does not pass on (frost.spec's words
+        for what is missing), else None: timing it without the input would time other work."""
+        for role in c.optional_inputs:
+            if role not in self.takes:
+                feature = spec.ROLES[role].feature
+                words = next(f.declined for f in spec.INPUT_FEATURES if f.facts == feature)
+                return f"{self.name}: {words}"
         return None
 
     def applies(self, c: Case, which: str = "backward") -> bool:

@@ -16,8 +16,7 @@ from frost.bench.cases import Case
 
 DEFAULT_ARCH = "sm_120"
 
-RULES_SM120 = (
-    (lambda c: c.sink, "FA4's SM120 kernels have no learnable sink (they assert)"),
+RULES = (
     (lambda c: c.head_dim % 8 or c.head_dim_v % 8, "FA4 needs head dims that are multiples of 8"),
     (lambda c: max(c.head_dim, c.head_dim_v) > 256, "FA4 backward head dim <= 256"),
 )
@@ -34,7 +33,7 @@ class Fa4Backend(Backend):
 
     def declines(self, c: Case, which: str = "backward") -> str | None:
         sm120 = selected_arch().removeprefix("sm_").startswith("12")
-        reason = first_rule(c, RULES_SM120 if sm120 else RULES_SM120[1:])
+        reason = self.untaken(c) or first_rule(c, RULES)
         if reason is None and sm120 and c.deterministic and which != "forward":
             reason = DETERMINISTIC_SM120
         return reason

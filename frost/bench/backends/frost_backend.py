@@ -17,6 +17,7 @@ class FrostBackend(Backend):
     name = "frost"
     same_class = True
     holds_itself = True   # kernels/arch.py: launch_smem_bytes
+    takes = frozenset(t.role for t in spec.TENSORS if t.optional)
 
     def prepare(self, c: Case, sets: list, scale: float, which: str = "backward") -> Prepared:
         import frost

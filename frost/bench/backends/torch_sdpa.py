@@ -18,7 +18,6 @@ from frost.bench.backends.base import Backend, Prepared, autograd_step, first_ru
 from frost.bench.cases import Case
 
 RULES = (
-    (lambda c: c.sink, "no learnable sink in torch SDPA"),
     (lambda c: c.window is not None, "no sliding window in torch SDPA (only a dense attn_mask)"),
     (lambda c: c.head_dim != c.head_dim_v, "torch SDPA needs Dqk == Dv"),
     (lambda c: c.causal and c.seq_q != c.seq_kv, "torch SDPA causal is top-left only for Sq != Skv"),
@@ -33,7 +32,7 @@ class TorchSdpaBackend(Backend):
         self.same_class = same_class
 
     def declines(self, c: Case, which: str = "backward") -> str | None:
-        reason = first_rule(c, RULES)
+        reason = self.untaken(c) or first_rule(c, RULES)
         if reason is None and c.deterministic and which != "forward" and self.kind != "FLASH_ATTENTION":
             reason = f"no deterministic backward timed for {self.name} (only torch-flash's)"
         return reason

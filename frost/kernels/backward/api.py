@@ -52,6 +52,7 @@ from frost.kernels.backward.preprocess import SEM_ROWS
 from frost.kernels.backward.select import KernelKey, Sizes, select
 from frost.kernels.backward.tiles import TileConfig
 from frost.kernels.mask import MaskSpec
+from frost.kernels.optional_inputs import given
 from frost.kernels.packed import Packed
 
 
@@ -153,20 +154,20 @@ class CompiledBackward:
         return CompiledBackward(cfg, self.kernels, selected=True)
 
     def __call__(self, q, k, v, o, do, lse, dq, dk, dv, *, scale: float, workspace: dict, stream=None,
-                 seq_len_q=None, seq_len_kv=None, band_left: int | None = None, band_right: int | None = None,
-                 sink=None, dsink=None, deterministic: bool = False, check_lengths: bool = False,
-                 dlse=None, packed: Packed | None = None) -> None:
+                 band_left: int | None = None, band_right: int | None = None, deterministic: bool = False,
+                 check_lengths: bool = False, packed: Packed | None = None, **optional) -> None:
         """``packed``: the segments of a varlen config's call (tensors logical (H, T, D), lse and dlse (Hq, Tq);
-        seq_len_q / seq_len_kv are then seqused). Rows outside every segment are not written."""
-        t = BackwardTensors(q, k, v, o, do, lse, dq, dk, dv, workspace, seq_len_q, seq_len_kv, sink, dsink, dlse,
-                            packed)
+        seq_len_q / seq_len_kv are then seqused). ``optional``: the optional tensors by frost.spec role
+        (seq_len_q, seq_len_kv, sink with its dsink output, dlse; None: not given). Rows outside every segment
+        are not written."""
+        t = BackwardTensors(q, k, v, o, do, lse, dq, dk, dv, workspace, given("backward", optional,
+                                                                             "CompiledBackward"), packed)
         sizes = batch, heads, heads_kv, seq_q, seq_kv, tokens_q, tokens_kv = check_io(self.cfg, t)
         check_workspace(workspace, workspace_regions(self.cfg, batch, heads, seq_q, seq_kv, tokens_q=tokens_q),
                         q.device)
         check_side_inputs(t, sizes, check_lengths)
         problem = Problem(batch, heads, heads_kv, seq_q, seq_kv, scale, band_left, band_right, deterministic,
-                          seq_len_q=seq_len_q is not None, seq_len_kv=seq_len_kv is not None, sink=sink is not None,
-                          dlse=dlse is not None, tokens_q=tokens_q, tokens_kv=tokens_kv)
+                          frozenset(t.optional), tokens_q=tokens_q, tokens_kv=tokens_kv)
         launch = self._launches.get(problem)
         if launch is None:
             if len(self._launches) >= MAX_BOUND_LAUNCHES:

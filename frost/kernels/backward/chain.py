@@ -15,7 +15,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
-from frost.kernels.mask import FLAG_SINK
+from frost.spec import kernel_flag
 
 
 class BackwardChain:
@@ -61,7 +61,7 @@ class BackwardChain:
         # where the main kernel wrote dQ, the convert kernel only reduces dsink (when there is one)
         run_convert = seqlen_q > 0
         if cutlass.const_expr(self.main_writes_dq):
-            run_convert = run_convert & ((flags & FLAG_SINK) != 0)
+            run_convert = run_convert & ((flags & kernel_flag("sink")) != 0)
         if run_convert:
             self.dq_convert(pdQacc, pdQ, pDsinkPart, pDsink, pCuQ, pSeqQ, batch, heads, seqlen_q, seqlen_q_pad,
                             head_dim, tokens_q, acc_rows, flags, dq_sb, dq_sh, dq_ss, scale, stream)

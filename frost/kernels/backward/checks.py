@@ -76,9 +76,9 @@ def check_side_inputs(t: BackwardTensors, sizes: tuple, check_lengths: bool = Fa
     dims = {"B": batch, "Hq": heads, "Sq": seq_q, "Tq": tokens_q}
     check_optional_tensors("backward", t, dims, packed, t.q.device)
     if check_lengths and packed:
-        check_packed_values(t.packed, tokens_q, tokens_kv, t.seq_len_q, t.seq_len_kv)
+        check_packed_values(t.packed, tokens_q, tokens_kv, t.optional.get("seq_len_q"), t.optional.get("seq_len_kv"))
     elif check_lengths:
-        check_length_values(t.seq_len_q, t.seq_len_kv, seq_q, seq_kv)
+        check_length_values(t.optional.get("seq_len_q"), t.optional.get("seq_len_kv"), seq_q, seq_kv)
 
 
 def check_problem(cfg, p: Problem) -> None:

@@ -13,8 +13,9 @@ import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
 from frost.kernels.backward import rowwise as rw
-from frost.kernels.mask import FLAG_SEQ_Q, FLAG_SINK, batch_length
+from frost.kernels.mask import FLAG_SEQ_Q, batch_length
 from frost.kernels.segments import rebased, segment
+from frost.spec import kernel_flag
 
 
 class DqConvertKernel(rw.RowwiseKernel):
@@ -54,7 +55,7 @@ class DqConvertKernel(rw.RowwiseKernel):
             seqlen_q = batch_length(mSeqQ, flags, FLAG_SEQ_Q, batch, mdQ.shape[2])
             self._convert_rows(mdQacc[batch, head, None, None], mdQ[batch, head, None, None], blk, tidx, scale,
                                seqlen_q)
-        if ((flags & FLAG_SINK) != 0) & (blk == 0) & (batch == 0) & (tidx < 32):
+        if ((flags & kernel_flag("sink")) != 0) & (blk == 0) & (batch == 0) & (tidx < 32):
             self._reduce_dsink(mPart[head, None, None], mDsink, head, tidx)
 
     @cute.jit

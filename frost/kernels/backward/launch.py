@@ -12,11 +12,12 @@ engine relies on the lowering's executor, which checks every tensor against the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Mapping, NamedTuple
 
-from frost.kernels.graph_replay import GraphReplay, replay_enabled
-from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
+from frost.kernels import optional_inputs
 from frost.kernels.geometry import LOG2_E
+from frost.kernels.graph_replay import GraphReplay, replay_enabled
+from frost.kernels.mask import FLAG_ORDERED_DQ, MaskSpec
 from frost.kernels.strides import htd_strides, strides_reader
 from frost.limits import packed_acc_rows, seq_pad
 
@@ -25,10 +26,11 @@ if TYPE_CHECKING:
 
 
 class BackwardTensors(NamedTuple):
-    """The memory of one backward call: the io tensors, the caller-owned workspace and the optional inputs (None
-    when absent). Dense tensors are logical (B, H, S, D), a packed call's (H, T, D) with lse and dlse (Hq, Tq)
-    (a seq-major launch takes (B, S, H, D) or (T, H, D) instead). A NamedTuple: immutable, and cheap enough to
-    build on every call."""
+    """The memory of one backward call: the io tensors, the caller-owned workspace and the optional tensors given,
+    by frost.spec role (per-batch lengths, a packed call's seqused; a sink with its dsink output, any buffer of
+    >= 4 * Hq bytes; dlse, any strides). Dense tensors are logical (B, H, S, D), a packed call's (H, T, D) with lse
+    and dlse (Hq, Tq) (a seq-major launch takes (B, S, H, D) or (T, H, D) instead). A NamedTuple: immutable, and
+    cheap enough to build on every call."""
     q: object
     k: object
     v: object
@@ -39,17 +41,14 @@ class BackwardTensors(NamedTuple):
     dk: object
     dv: object
     workspace: dict                # api.workspace_regions' names -> tensors (only their addresses are read)
-    seq_len_q: object = None       # int32 (B,) lengths (a packed call's seqused)
-    seq_len_kv: object = None
-    sink: object = None            # fp32 (Hq,), given with dsink
-    dsink: object = None           # any buffer of >= 4 * Hq bytes
-    dlse: object = None            # fp32 (B, Hq, Sq), any strides: the gradient on the forward's LSE
+    optional: Mapping[str, object] = optional_inputs.NONE
     packed: Packed | None = None   # a packed call's segments (their prefix sums are read)
 
 
 @dataclass(frozen=True)
 class Problem:
-    """The per-plan values of a backward: sizes, scale, band, and which optional inputs a call passes."""
+    """The per-plan values of a backward: sizes, scale, band, and which optional tensors a call passes (their
+    frost.spec roles)."""
 
     batch: int
     heads: int
@@ -60,10 +59,7 @@ class Problem:
     band_left: int | None = None
     band_right: int | None = None
     deterministic: bool = False
-    seq_len_q: bool = False     # a seq_len_q tensor is passed
-    seq_len_kv: bool = False
-    sink: bool = False          # sink and dsink are passed
-    dlse: bool = False          # a dlse tensor (gradient on the forward's LSE output) is passed
+    optional: frozenset[str] = frozenset()
     tokens_q: int = 0           # a packed (varlen) problem's tokens: seq_q and seq_kv are then its max_seqlens
     tokens_kv: int = 0
 
@@ -74,8 +70,7 @@ def problem_mask(cfg, p: Problem) -> MaskSpec:
 
 
 def _flags(mask: MaskSpec, p: Problem, ordered: bool) -> int:
-    return (mask.flags() | (FLAG_ORDERED_DQ if ordered else 0) | (FLAG_SEQ_Q if p.seq_len_q else 0)
-            | (FLAG_SEQ_KV if p.seq_len_kv else 0) | (FLAG_SINK if p.sink else 0) | (FLAG_DLSE if p.dlse else 0))
+    return mask.flags() | (FLAG_ORDERED_DQ if ordered else 0) | optional_inputs.flags(p.optional)
 
 
 class Launch:
@@ -88,8 +83,9 @@ class Launch:
         self.kernels = kernels
         flags, scale = _flags(mask, p, cfg.key.ordered), float(p.scale)
         self.empty = p.batch == 0 or p.heads == 0
-        # the chain writes dsink in its preprocess and convert, which run only when there are query rows
-        self.zero_dsink = self.empty or p.seq_q == 0
+        # the chain writes its optional outputs (dsink) in its preprocess and convert, which run only when there
+        # are query rows
+        self.zero_outputs = self.empty or p.seq_q == 0
         self.backward = kernels.backward
         seq_q_pad = seq_pad(p.seq_q)
         self.packed = cfg.key.varlen
@@ -106,9 +102,10 @@ class Launch:
         """``seq_major``: the eight io tensors are given in (B, S, H, D) order, a packed call's in (T, H, D) order
         (memory not transposed into logical views: a view costs more host time than reading its strides in
         another order)."""
-        dsink = tensors.dsink
-        if self.zero_dsink and dsink is not None:
-            dsink.zero_()
+        if self.zero_outputs:
+            for role in optional_inputs.OUTPUTS["backward"]:
+                if role in tensors.optional:
+                    tensors.optional[role].zero_()  # type: ignore[attr-defined]
         if self.empty:
             return
         device = tensors.q.get_device()   # -1 off CUDA (test fakes)
@@ -128,12 +125,10 @@ class Launch:
         """chain.BackwardChain's arguments but the stream, in its order: the tensors' pointers and strides, this
         problem's sizes, scale, band and flags. Absent optional inputs get a stand-in address (never dereferenced:
         their flag is off)."""
-        q, k, v, o, do, lse, dq, dk, dv, workspace, seq_len_q, seq_len_kv, sink, dsink, dlse, packed = t
+        q, k, v, o, do, lse, dq, dk, dv, workspace, optional, packed = t
         delta = workspace["delta"].data_ptr()
-        sq = delta if seq_len_q is None else seq_len_q.data_ptr()
-        skv = delta if seq_len_kv is None else seq_len_kv.data_ptr()
-        sink_p, dsink_p = (delta, delta) if sink is None else (sink.data_ptr(), dsink.data_ptr())
-        dlse_p, dlse_st = (delta, (0, 0, 0)) if dlse is None else (dlse.data_ptr(), dlse.stride())
+        dlse = optional.get("dlse")
+        dlse_st = (0, 0, 0) if dlse is None else dlse.stride()  # type: ignore[attr-defined]
         st = strides_reader(self.packed, seq_major)
         if self.packed:
             seqlens_p = (packed.cu_seqlens_q.data_ptr(), packed.cu_seqlens_kv.data_ptr())
@@ -143,7 +138,8 @@ class Launch:
         return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), do.data_ptr(), lse.data_ptr(),
                 dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), workspace["dq_accum"].data_ptr(),
                 workspace["lse_log2"].data_ptr(), delta, workspace["dq_sem"].data_ptr(),
-                workspace["dsink_part"].data_ptr(), sq, skv, sink_p, dsink_p, dlse_p, *seqlens_p, *self.sizes,
+                workspace["dsink_part"].data_ptr(), *optional_inputs.pointers("backward", optional, delta), *seqlens_p,
+                *self.sizes,
                 *st(q), *st(k), *st(v), *st(o), *st(do), *lse_st, *dlse_st, *st(dq), *st(dk), *st(dv), *self.tail)
 
 

@@ -23,8 +23,9 @@ from cutlass import Float32, Int32, Int64
 
 from frost.kernels import cute_utils as cutil
 from frost.kernels.backward import rowwise as rw
-from frost.kernels.mask import FLAG_DLSE, FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length, make_mask
+from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
 from frost.kernels.segments import rebased, segment
+from frost.spec import kernel_flag
 
 LOG2_E = math.log2(math.e)
 
@@ -97,7 +98,7 @@ class PreprocessKernel(rw.RowwiseKernel):
         o_bh, do_bh = mO[batch, head, None, None], mdO[batch, head, None, None]
         lane = tidx % self.tpr
         sTerm = cutlass.memory.SmemAllocator().allocate_tensor(Float32, cute.make_layout(rw.ROWS_PER_CTA), 16)
-        has_sink = (flags & FLAG_SINK) != 0
+        has_sink = (flags & kernel_flag("sink")) != 0
         sink = Float32(0.0)
         if has_sink:
             sink = mSink[head]
@@ -108,7 +109,7 @@ class PreprocessKernel(rw.RowwiseKernel):
                 lse2 = Float32(math.inf)
                 term = Float32(0.0)
                 if row < seqlen_q:
-                    if (flags & FLAG_DLSE) != 0:
+                    if (flags & kernel_flag("dlse")) != 0:
                         delta = delta - mDlse[batch, head, row]
                     lse = mLSE[batch, head, row]
                     lse2 = lse * LOG2_E if lse != -Float32.inf else Float32(math.inf)

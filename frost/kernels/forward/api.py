@@ -34,6 +34,7 @@ from frost.kernels.forward.compile import get_forward_kernel
 from frost.kernels.forward.launch import BoundForward, ForwardMask, ForwardTensors, mask_values
 from frost.kernels.forward.select import DTYPES, ForwardKey, select
 from frost.kernels.geometry import LOG2_E
+from frost.kernels.optional_inputs import given
 from frost.kernels.packed import Packed
 
 
@@ -83,11 +84,12 @@ class CompiledForward:
         self.kernel = get_forward_kernel(cfg.key) if kernel is None else kernel
 
     def __call__(self, q, k, v, o, lse, *, scale: float, causal: bool = False, alignment: str = "top_left",
-                 band_left: int | None = None, band_right: int | None = None, seq_len_q=None, seq_len_kv=None,
-                 sink=None, stream=None, check_lengths: bool = False, packed: Packed | None = None) -> None:
+                 band_left: int | None = None, band_right: int | None = None, stream=None,
+                 check_lengths: bool = False, packed: Packed | None = None, **optional) -> None:
         """Checks every tensor, then launches (bind + call). ``packed``: the segments of a varlen config's call
-        (q, k, v, o logical (H, T, D), lse (Hq, Tq); seq_len_q / seq_len_kv are then seqused)."""
-        t = ForwardTensors(q, k, v, o, lse, seq_len_q, seq_len_kv, sink, packed)
+        (q, k, v, o logical (H, T, D), lse (Hq, Tq); seq_len_q / seq_len_kv are then seqused). ``optional``: the
+        optional tensors by frost.spec role (seq_len_q, seq_len_kv, sink; None: not given)."""
+        t = ForwardTensors(q, k, v, o, lse, given("forward", optional, "CompiledForward"), packed)
         check_call(self.cfg, t, check_lengths)
         self.bind(ForwardMask(scale, causal, alignment, band_left, band_right))(t, stream)
 

@@ -23,11 +23,15 @@ def check_call(cfg, t: ForwardTensors, check_lengths: bool = False) -> None:
     if cfg.varlen:
         check_packed_forward_tensors(cfg, t)
         if check_lengths:
-            check_packed_values(t.packed, t.q.shape[1], t.k.shape[1], t.seq_len_q, t.seq_len_kv)
+            check_packed_values(t.packed, t.q.shape[1], t.k.shape[1], *_lengths(t))
     else:
         _, _, _, seq_q, seq_kv = check_forward_tensors(cfg, t)
         if check_lengths:
-            check_length_values(t.seq_len_q, t.seq_len_kv, seq_q, seq_kv)
+            check_length_values(*_lengths(t), seq_q, seq_kv)
+
+
+def _lengths(t: ForwardTensors) -> tuple:
+    return t.optional.get("seq_len_q"), t.optional.get("seq_len_kv")
 
 
 def check_scale(scale) -> None:

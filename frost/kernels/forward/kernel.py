@@ -38,8 +38,9 @@ from frost.kernels import cute_utils as cutil
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.forward.tiles import ForwardTile
 from frost.kernels.geometry import LOG2_E
-from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, batch_length, make_mask
+from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
 from frost.kernels.segments import rebased, segment
+from frost.spec import kernel_flag
 
 LN_2 = 0.6931471805599453
 NEG_INF = float("-inf")
@@ -167,7 +168,7 @@ class FwdKernel:
         cute.arch.cp_async_wait_group(0)
 
         sink2 = Float32(NEG_INF)
-        if (flags & FLAG_SINK) != 0:
+        if (flags & kernel_flag("sink")) != 0:
             sink2 = mSink[head] * LOG2_E
         self._epilogue(mm, acc_o, row_max, row_sum, sink2, mO, mLSE, batch, head, m_block, seqlen_q)
 

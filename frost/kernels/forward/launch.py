@@ -11,10 +11,11 @@ executor, which checks every tensor against the plan before it runs the engine).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Mapping, NamedTuple
 
 from frost.errors import TensorError
-from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, FLAG_SINK, MaskSpec
+from frost.kernels import optional_inputs
+from frost.kernels.mask import MaskSpec
 from frost.kernels.strides import htd_strides, strides_reader
 
 if TYPE_CHECKING:
@@ -23,17 +24,16 @@ if TYPE_CHECKING:
 
 
 class ForwardTensors(NamedTuple):
-    """The memory of one forward call: q, k, v, the outputs o and lse, and the optional inputs (None when absent).
-    Dense tensors are logical (B, H, S, D) with lse (B, Hq, Sq); a packed call's are (H, T, D) with lse (Hq, Tq).
-    A NamedTuple: immutable, and cheap enough to build on every call."""
+    """The memory of one forward call: q, k, v, the outputs o and lse, and the optional inputs given, by frost.spec
+    role (per-batch lengths, a packed call's seqused; a sink). Dense tensors are logical (B, H, S, D) with lse
+    (B, Hq, Sq); a packed call's are (H, T, D) with lse (Hq, Tq). A NamedTuple: immutable, and cheap enough to
+    build on every call."""
     q: object
     k: object
     v: object
     o: object
     lse: object
-    seq_len_q: object = None       # int32 (B,) lengths (a packed call's seqused)
-    seq_len_kv: object = None
-    sink: object = None            # fp32 (Hq,)
+    optional: Mapping[str, object] = optional_inputs.NONE
     packed: Packed | None = None   # a packed call's segments (their prefix sums and max_seqlens are read)
 
 
@@ -84,7 +84,7 @@ class BoundForward:
         """kernel.FwdKernel's arguments but the stream, in its order: the tensors' pointers, the sizes, the strides
         (a packed call's batch stride 0), the scale and the mask; None for a problem with nothing to compute.
         Absent optional inputs get a stand-in address (never dereferenced: their flag is off)."""
-        q, k, v, o, lse, seq_len_q, seq_len_kv, sink, packed = t
+        q, k, v, o, lse, optional, packed = t
         st = strides_reader(self.cfg.varlen, seq_major)
         head_axis = int(seq_major)     # the head axis after the batch axis: (B, H, S) / (H, T), or (B, S, H) / (T, H)
         if self.cfg.varlen:   # each batch's segment from packed.cu_seqlens_*
@@ -103,13 +103,10 @@ class BoundForward:
             sizes = (batch, heads, heads_kv, seq_q, seq_kv, self.cfg.head_dim_qk, self.cfg.head_dim_v, 0, 0)
             lse_strides = lse.stride()
         strides = (*st(q), *st(k), *st(v), *st(o), *lse_strides)
-        flags = self.flags | (FLAG_SEQ_Q if seq_len_q is not None else 0) | \
-            (FLAG_SEQ_KV if seq_len_kv is not None else 0) | (FLAG_SINK if sink is not None else 0)
+        flags = self.flags | optional_inputs.flags(optional)
         stand_in = lse.data_ptr()
         return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                stand_in if seq_len_q is None else seq_len_q.data_ptr(),
-                stand_in if seq_len_kv is None else seq_len_kv.data_ptr(),
-                stand_in if sink is None else sink.data_ptr(),
+                *optional_inputs.pointers("forward", optional, stand_in),
                 stand_in if packed is None else packed.cu_seqlens_q.data_ptr(),
                 stand_in if packed is None else packed.cu_seqlens_kv.data_ptr(),
                 *sizes, *strides, self.scale_log2, self.band_left, self.band_right, flags)

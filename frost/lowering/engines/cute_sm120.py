@@ -9,6 +9,7 @@ GQA, padding or another mask never compiles a second kernel."""
 
 from __future__ import annotations
 
+import math
 from operator import itemgetter
 
 from frost import spec
@@ -56,9 +57,9 @@ def _forward_launchers(kernel, op, facts: Facts):
     lengths = call_lengths(ins, facts)
 
     def run(tensors: dict, workspace: dict, stream, seq_major: bool = False) -> None:
-        extra = {key: tensors[name] for key, name in optional.items()}
+        given = {role: tensors[name] for role, name in optional.items()}
         packed = None if lengths is None else lengths(tensors)
-        bound(ForwardTensors(*operands(tensors), packed=packed, **extra), stream, seq_major=seq_major)
+        bound(ForwardTensors(*operands(tensors), given, packed), stream, seq_major=seq_major)
 
     return run, lambda tensors, workspace, stream: run(tensors, workspace, stream, seq_major=True)
 
@@ -84,17 +85,28 @@ def _config(op, facts: Facts, arch: str, problem):
 
 
 def _problem(op, facts: Facts):
-    """The plan's launch.Problem: its sizes, scale, band, mode and which optional inputs its calls pass."""
+    """The plan's launch.Problem: its sizes, scale, band, mode and which optional tensors its calls pass (the op's,
+    and the scratch outputs the engine adds)."""
     from frost.kernels.backward.launch import Problem
 
-    given = {role: getattr(op.inputs, role) is not None for role in spec.role_names(spec.inputs("backward", False),
-                                                                                   optional=True)}
+    passed = frozenset(spec.optional_ports("backward", op.inputs, op.outputs)) | set(_scratch_outputs(op))
     return Problem(facts.batch, facts.heads_q, facts.heads_kv, facts.seq_q, facts.seq_kv, facts.attn_scale,
-                   op.band_left, op.band_right, facts.deterministic, **given,
+                   op.band_left, op.band_right, facts.deterministic, passed,
                    tokens_q=facts.tokens_q if facts.varlen else 0, tokens_kv=facts.tokens_kv if facts.varlen else 0)
 
 
-DSINK_SCRATCH = "dsink_scratch"  # the kernels always write dsink when a sink is given; a graph may not want it
+def _scratch_outputs(op) -> tuple[str, ...]:
+    """The optional outputs the kernels write whenever their input is given (a gradient, such as dsink) that the
+    op does not want: each gets a workspace region of its own ("<role>_scratch") for the kernels to write."""
+    given = spec.optional_ports("backward", op.inputs, op.outputs)
+    return tuple(t.role for t in spec.kernel_optional("backward")
+                 if t.grad_of is not None and t.grad_of in given and t.role not in given)
+
+
+def _scratch_bytes(role: str, facts: Facts) -> int:
+    """A scratch output's size from its frost.spec shape (its fp32 / int32 elements: 4 bytes each)."""
+    dims = {"B": facts.batch, "Hq": facts.heads_q, "Sq": facts.seq_q, "Tq": facts.tokens_q}
+    return math.prod(dims[d] for d in spec.ROLES[role].shape(facts.varlen)) * 4
 
 
 class CuteSm120Engine:
@@ -114,8 +126,7 @@ class CuteSm120Engine:
         regions = [(n, int(b)) for n, b in api.workspace_regions(cfg, facts.batch, facts.heads_q, facts.seq_q,
                                                                      facts.seq_kv, heads_kv=facts.heads_kv,
                                                                      tokens_q=problem.tokens_q)]
-        if op.inputs.sink is not None and op.outputs.dsink is None:
-            regions.append((DSINK_SCRATCH, api.round_up16(facts.heads_q * 4)))
+        regions += [(f"{role}_scratch", api.round_up16(_scratch_bytes(role, facts))) for role in _scratch_outputs(op)]
         run, run_seq_major = _backward_launchers(kernel, op, facts, problem)
         return Lowering(kernels=(KernelLaunch(f"{op.name}/backward", key, _grid(cfg, facts)),),
                         workspace=tuple(regions), run=run, device_type=compiler.device_type, aligned_pointers=True,
@@ -132,15 +143,15 @@ def _backward_launchers(kernel, op, facts: Facts, problem):
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse, outs.dq, outs.dk, outs.dv)
     optional = spec.optional_ports("backward", ins, outs)
-    scratch = "sink" in optional and "dsink" not in optional
+    scratch = _scratch_outputs(op)
     lengths = call_lengths(ins, facts)
     launch = kernel.bind(problem)
 
     def run(tensors: dict, workspace: dict, stream, seq_major: bool = False) -> None:
-        extra = {key: tensors[name] for key, name in optional.items()}
-        if scratch:
-            extra["dsink"] = workspace[DSINK_SCRATCH]   # only its address is used
+        given = {role: tensors[name] for role, name in optional.items()}
+        for role in scratch:
+            given[role] = workspace[f"{role}_scratch"]   # only its address is used
         packed = None if lengths is None else lengths(tensors)
-        launch(BackwardTensors(*operands(tensors), workspace, packed=packed, **extra), stream, seq_major=seq_major)
+        launch(BackwardTensors(*operands(tensors), workspace, given, packed), stream, seq_major=seq_major)
 
     return run, lambda tensors, workspace, stream: run(tensors, workspace, stream, seq_major=True)
