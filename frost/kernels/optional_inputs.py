@@ -16,6 +16,7 @@ SLOTS: dict[spec.Kind, tuple[str, ...]] = {kind: tuple(t.role for t in spec.kern
 OUTPUTS: dict[spec.Kind, tuple[str, ...]] = {kind: tuple(t.role for t in spec.kernel_optional(kind)
                                                          if kind in t.writes) for kind in ("forward", "backward")}
 _FLAG = {t.role: t.kernel_flag for t in spec.TENSORS if t.optional}
+_SLOT = {kind: {role: i for i, role in enumerate(roles)} for kind, roles in SLOTS.items()}
 
 
 def given(kind: spec.Kind, values: Mapping[str, object], entry: str) -> Mapping[str, object]:
@@ -39,5 +40,16 @@ def flags(roles: Iterable[str]) -> int:
 def pointers(kind: spec.Kind, optional: Mapping[str, object], stand_in: int) -> tuple[int, ...]:
     """The optional tensors' addresses in the kernels' order; ``stand_in`` for one not given (never dereferenced:
     its flag is off)."""
-    return tuple(optional[role].data_ptr() if role in optional else stand_in  # type: ignore[attr-defined]
-                 for role in SLOTS[kind])
+    return flags_and_pointers(kind, optional, stand_in)[1]
+
+
+def flags_and_pointers(kind: spec.Kind, optional: Mapping[str, object], stand_in: int) -> tuple[int, tuple[int, ...]]:
+    """flags(optional) and pointers(kind, optional, stand_in) in one pass over the tensors given (a launch's hot
+    path)."""
+    slot = _SLOT[kind]
+    addresses = [stand_in] * len(slot)
+    bits = 0
+    for role, x in optional.items():
+        addresses[slot[role]] = x.data_ptr()  # type: ignore[attr-defined]
+        bits |= _FLAG[role]
+    return bits, tuple(addresses)

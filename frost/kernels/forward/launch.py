@@ -103,10 +103,10 @@ class BoundForward:
             sizes = (batch, heads, heads_kv, seq_q, seq_kv, self.cfg.head_dim_qk, self.cfg.head_dim_v, 0, 0)
             lse_strides = lse.stride()
         strides = (*st(q), *st(k), *st(v), *st(o), *lse_strides)
-        flags = self.flags | optional_inputs.flags(optional)
         stand_in = lse.data_ptr()
-        return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(),
-                *optional_inputs.pointers("forward", optional, stand_in),
+        optional_flags, optional_pointers = optional_inputs.flags_and_pointers("forward", optional, stand_in)
+        flags = self.flags | optional_flags
+        return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), *optional_pointers,
                 stand_in if packed is None else packed.cu_seqlens_q.data_ptr(),
                 stand_in if packed is None else packed.cu_seqlens_kv.data_ptr(),
                 *sizes, *strides, self.scale_log2, self.band_left, self.band_right, flags)
