@@ -13,7 +13,7 @@ import torch
 from frost.errors import TensorError
 from frost.reference.mask import KeepMask
 from frost.reference.numerics import IO_DTYPES, compute_dtype
-from frost.spec import ALIGNMENTS, Band, gqa_accepted, heads_divide, resolved_scale, valid_scale
+from frost.spec import ALIGNMENTS, ROLES, Band, TensorRole, gqa_accepted, heads_divide, resolved_scale, valid_scale
 
 STAT_DTYPES = (torch.float32, torch.float64)
 LEN_DTYPES = (torch.int32, torch.int64)
@@ -107,12 +107,28 @@ def _scale(scale: object, dim_qk: int) -> float:
     return resolved_scale(scale, dim_qk)   # type: ignore[arg-type]
 
 
+def _optional_float_input(spec: TensorRole) -> bool:
+    return spec.optional and spec.dtype == "float32" and bool(spec.reads)
+
+
+def _expect_side(role: str, t: object, dims: dict[str, int], device: torch.device) -> None:
+    """An optional fp32 (or wider) input of frost.spec's, against its dense shape (``dims``: sizes by the spec's
+    letters); None passes."""
+    spec = ROLES.get(role)
+    if spec is None or not _optional_float_input(spec):
+        raise TypeError(f"frost.reference: got an unexpected keyword argument {role!r}; accepted optional float "
+                        f"inputs: {', '.join(r.role for r in ROLES.values() if _optional_float_input(r))}")
+    if t is not None:
+        _expect(role, t, tuple(dims[d] for d in spec.dense_shape), STAT_DTYPES, device)
+
+
 def resolve(q, k, v, *, scale, causal, alignment, band_left, band_right, seq_len_q, seq_len_kv,
-            sink) -> ReferenceProblem:
-    """Validate the arguments shared by forward and backward and resolve defaults."""
+            **side) -> ReferenceProblem:
+    """Validate the arguments shared by forward and backward and resolve defaults; ``side``: the optional fp32
+    inputs both read, by frost.spec role."""
     b, hq, hkv, sq, skv, dqk, dv = _check_qkv(q, k, v)
-    if sink is not None:
-        _expect("sink", sink, (hq,), STAT_DTYPES, q.device)
+    for role, t in side.items():
+        _expect_side(role, t, {"B": b, "Hq": hq, "Sq": sq}, q.device)
     left, right = _band(bool(causal), alignment, band_left, band_right)
     mask = KeepMask(sq=_seq_lens("seq_len_q", seq_len_q, b, sq, q.device),
                     skv=_seq_lens("seq_len_kv", seq_len_kv, b, skv, q.device),
@@ -128,5 +144,4 @@ def check_backward_tensors(p: ReferenceProblem, q: torch.Tensor, o: object, do: 
     _expect("o", o, shape, (p.io_dtype,), q.device)
     _expect("do", do, shape, (p.io_dtype,), q.device)
     _expect("lse", lse, shape[:3], STAT_DTYPES, q.device)
-    if dlse is not None:
-        _expect("dlse", dlse, shape[:3], STAT_DTYPES, q.device)
+    _expect_side("dlse", dlse, {"B": p.batch, "Hq": p.heads_q, "Sq": p.seq_q}, q.device)

@@ -62,6 +62,7 @@ BAD = [  # (name in the message, how to break the arguments of attention_backwar
     ("lse.shape", lambda a: a.update(lse=a["lse"][:, :2])),
     ("sink.shape", lambda a: a.update(sink=a["sink"][:2])),
     ("sink.dtype", lambda a: a.update(sink=a["sink"].half())),
+    ("dlse.shape", lambda a: a.update(dlse=torch.zeros(2, 4, 5))),
     ("seq_len_q.dtype", lambda a: a.update(seq_len_q=torch.tensor([1.0, 2.0]))),
     ("seq_len_kv.shape", lambda a: a.update(seq_len_kv=torch.tensor([1, 2, 3], dtype=torch.int32))),
     ("seq_len_kv", lambda a: a.update(seq_len_kv=torch.tensor([6, 2], dtype=torch.int32))),
@@ -82,10 +83,19 @@ def test_rejects_obviously_wrong_inputs(name, breaks) -> None:
     with pytest.raises(TensorError) as info:
         ref.attention_backward(**args)
     assert str(info.value).startswith(name), str(info.value)
-    fwd = {key: val for key, val in args.items() if key not in ("o", "do", "lse")}
-    if not name.startswith(("o", "do", "lse")):
+    fwd = {key: val for key, val in args.items() if key not in ("o", "do", "lse", "dlse")}
+    if not name.startswith(("o", "do", "lse", "dlse")):
         with pytest.raises(TensorError):
             ref.attention_forward(**fwd)
+
+
+def test_an_unknown_optional_input_is_a_type_error() -> None:
+    from frost.reference.inputs import resolve
+
+    a = _base()
+    with pytest.raises(TypeError, match="'dsink'.*accepted optional float inputs: dlse, sink"):
+        resolve(a["q"], a["k"], a["v"], scale=None, causal=False, alignment="top_left", band_left=None,
+                band_right=None, seq_len_q=None, seq_len_kv=None, dsink=a["sink"])
 
 
 @pytest.mark.gpu
