@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from numbers import Real
-from typing import Literal, Optional
+from typing import Literal, Mapping, Optional
 
 IoDtype = Literal["io", "float32", "int32"]
 Kind = Literal["forward", "backward"]
@@ -51,6 +51,10 @@ class TensorRole:
 
     def shape(self, packed: bool) -> tuple[str, ...]:
         return self.packed_shape if packed else self.dense_shape
+
+    def extents(self, dims: Mapping[str, int], packed: bool = False) -> tuple[int, ...]:
+        """This role's shape in a call whose sizes are ``dims`` (by the letters of its shape, e.g. B, Hq, Sq)."""
+        return tuple(dims[d] for d in self.shape(packed))
 
 
 _FWD: tuple[Kind, ...] = ("forward",)

@@ -60,8 +60,7 @@ class Case:
 
     def shape(self, role: str) -> tuple[int, ...]:
         """The dense (BSHD) shape of a frost.spec tensor role in this case."""
-        sizes = {letter: getattr(self, name) for name, letter in DIMS.items()}
-        return tuple(sizes[d] for d in spec.ROLES[role].dense_shape)
+        return spec.ROLES[role].extents({letter: getattr(self, name) for name, letter in DIMS.items()})
 
     @property
     def optional_inputs(self) -> tuple[str, ...]:

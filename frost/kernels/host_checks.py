@@ -31,7 +31,7 @@ def check_optional_tensors(kind: spec.Kind, t, dims: dict[str, int], packed: boo
         if not role.optional or (kind not in role.reads and kind not in role.writes):
             continue
         x = t.optional.get(role.role)
-        shape = tuple(dims[d] for d in role.shape(packed))
+        shape = role.extents(dims, packed)
         dtype = getattr(torch, role.dtype)      # the optional tensors are float32 or int32, never io
         if role.grad_of and (x is None) != (t.optional.get(role.grad_of) is None):
             raise TensorError(role.role, None if x is None else "a tensor",
@@ -63,6 +63,11 @@ def _check_meta(name: str, t, shape: tuple, dtype, device) -> None:
         raise TensorError(f"{name}.dtype", t.dtype, f"{dtype}")
     if t.device != device:
         raise TensorError(f"{name}.device", str(t.device), f"{device} (the device of q)")
+
+
+def optional_lengths(t) -> tuple:
+    """(seq_len_q, seq_len_kv) among a call's optional tensors (None where not given; a packed call's seqused)."""
+    return t.optional.get("seq_len_q"), t.optional.get("seq_len_kv")
 
 
 def check_length_values(seq_len_q, seq_len_kv, seq_q: int, seq_kv: int) -> None:

@@ -119,7 +119,7 @@ def _expect_side(role: str, t: object, dims: dict[str, int], device: torch.devic
         raise TypeError(f"frost.reference: got an unexpected keyword argument {role!r}; accepted optional float "
                         f"inputs: {', '.join(r.role for r in ROLES.values() if _optional_float_input(r))}")
     if t is not None:
-        _expect(role, t, tuple(dims[d] for d in spec.dense_shape), STAT_DTYPES, device)
+        _expect(role, t, spec.extents(dims), STAT_DTYPES, device)
 
 
 def resolve(q, k, v, *, scale, causal, alignment, band_left, band_right, seq_len_q, seq_len_kv,

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from frost import limits
 from frost.errors import TensorError
-from frost.kernels.host_checks import check_heads, check_io_tensor, check_length_values, check_optional_tensors
+from frost.kernels.host_checks import (check_heads, check_io_tensor, check_length_values, check_optional_tensors,
+                                      optional_lengths)
 from frost.kernels.packed import check_packed_side, check_packed_values
 
 if TYPE_CHECKING:
@@ -76,9 +77,9 @@ def check_side_inputs(t: BackwardTensors, sizes: tuple, check_lengths: bool = Fa
     dims = {"B": batch, "Hq": heads, "Sq": seq_q, "Tq": tokens_q}
     check_optional_tensors("backward", t, dims, packed, t.q.device)
     if check_lengths and packed:
-        check_packed_values(t.packed, tokens_q, tokens_kv, t.optional.get("seq_len_q"), t.optional.get("seq_len_kv"))
+        check_packed_values(t.packed, tokens_q, tokens_kv, *optional_lengths(t))
     elif check_lengths:
-        check_length_values(t.optional.get("seq_len_q"), t.optional.get("seq_len_kv"), seq_q, seq_kv)
+        check_length_values(*optional_lengths(t), seq_q, seq_kv)
 
 
 def check_problem(cfg, p: Problem) -> None:

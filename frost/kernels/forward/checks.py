@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from frost.errors import TensorError
-from frost.kernels.host_checks import check_heads, check_io_tensor, check_length_values, check_optional_tensors
+from frost.kernels.host_checks import (check_heads, check_io_tensor, check_length_values, check_optional_tensors,
+                                      optional_lengths)
 from frost.kernels.packed import check_packed_side, check_packed_values
 from frost.limits import MAX_SEQ
 from frost.spec import valid_scale
@@ -23,15 +24,11 @@ def check_call(cfg, t: ForwardTensors, check_lengths: bool = False) -> None:
     if cfg.varlen:
         check_packed_forward_tensors(cfg, t)
         if check_lengths:
-            check_packed_values(t.packed, t.q.shape[1], t.k.shape[1], *_lengths(t))
+            check_packed_values(t.packed, t.q.shape[1], t.k.shape[1], *optional_lengths(t))
     else:
         _, _, _, seq_q, seq_kv = check_forward_tensors(cfg, t)
         if check_lengths:
-            check_length_values(*_lengths(t), seq_q, seq_kv)
-
-
-def _lengths(t: ForwardTensors) -> tuple:
-    return t.optional.get("seq_len_q"), t.optional.get("seq_len_kv")
+            check_length_values(*optional_lengths(t), seq_q, seq_kv)
 
 
 def check_scale(scale) -> None:

@@ -84,12 +84,12 @@ def _config(op, facts: Facts, arch: str, problem):
                              sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv), varlen=facts.varlen)
 
 
-def _problem(op, facts: Facts):
+def _problem(op, facts: Facts, scratch: tuple[str, ...]):
     """The plan's launch.Problem: its sizes, scale, band, mode and which optional tensors its calls pass (the op's,
-    and the scratch outputs the engine adds)."""
+    and the ``scratch`` outputs the engine adds)."""
     from frost.kernels.backward.launch import Problem
 
-    passed = frozenset(spec.optional_ports("backward", op.inputs, op.outputs)) | set(_scratch_outputs(op))
+    passed = frozenset(spec.optional_ports("backward", op.inputs, op.outputs)) | set(scratch)
     return Problem(facts.batch, facts.heads_q, facts.heads_kv, facts.seq_q, facts.seq_kv, facts.attn_scale,
                    op.band_left, op.band_right, facts.deterministic, passed,
                    tokens_q=facts.tokens_q if facts.varlen else 0, tokens_kv=facts.tokens_kv if facts.varlen else 0)
@@ -106,7 +106,7 @@ def _scratch_outputs(op) -> tuple[str, ...]:
 def _scratch_bytes(role: str, facts: Facts) -> int:
     """A scratch output's size from its frost.spec shape (its fp32 / int32 elements: 4 bytes each)."""
     dims = {"B": facts.batch, "Hq": facts.heads_q, "Sq": facts.seq_q, "Tq": facts.tokens_q}
-    return math.prod(dims[d] for d in spec.ROLES[role].shape(facts.varlen)) * 4
+    return math.prod(spec.ROLES[role].extents(dims, facts.varlen)) * 4
 
 
 class CuteSm120Engine:
@@ -118,7 +118,8 @@ class CuteSm120Engine:
         from frost.kernels.backward import api
 
         arch = TARGET_ARCHS[target]
-        problem = _problem(op, facts)
+        scratch = _scratch_outputs(op)
+        problem = _problem(op, facts, scratch)
         cfg = _config(op, facts, arch, problem)
         key = compile_key(ENGINE, api.compile_key(cfg), facts, op_signatures(graph, op))
         compiler = get_compiler(ENGINE)
@@ -126,24 +127,23 @@ class CuteSm120Engine:
         regions = [(n, int(b)) for n, b in api.workspace_regions(cfg, facts.batch, facts.heads_q, facts.seq_q,
                                                                      facts.seq_kv, heads_kv=facts.heads_kv,
                                                                      tokens_q=problem.tokens_q)]
-        regions += [(f"{role}_scratch", api.round_up16(_scratch_bytes(role, facts))) for role in _scratch_outputs(op)]
-        run, run_seq_major = _backward_launchers(kernel, op, facts, problem)
+        regions += [(f"{role}_scratch", api.round_up16(_scratch_bytes(role, facts))) for role in scratch]
+        run, run_seq_major = _backward_launchers(kernel, op, facts, problem, scratch)
         return Lowering(kernels=(KernelLaunch(f"{op.name}/backward", key, _grid(cfg, facts)),),
                         workspace=tuple(regions), run=run, device_type=compiler.device_type, aligned_pointers=True,
                         run_seq_major=run_seq_major)
 
 
-def _backward_launchers(kernel, op, facts: Facts, problem):
+def _backward_launchers(kernel, op, facts: Facts, problem, scratch: tuple[str, ...]):
     """The op's run(tensors, workspace, stream) and its (B, S, H, D)-order twin (Lowering.run_seq_major). The
     kernel set (CompiledBackward, or a test fake with the same ``bind``) is bound to the plan's problem once,
     here: the executor has checked every tensor against the plan before run, so a call only gathers its tensors
-    into one launch.BackwardTensors and launches."""
+    (and the ``scratch`` outputs' workspace regions) into one launch.BackwardTensors and launches."""
     from frost.kernels.backward.launch import BackwardTensors
 
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, ins.o, ins.do, ins.lse, outs.dq, outs.dk, outs.dv)
     optional = spec.optional_ports("backward", ins, outs)
-    scratch = _scratch_outputs(op)
     lengths = call_lengths(ins, facts)
     launch = kernel.bind(problem)
 
