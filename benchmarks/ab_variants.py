@@ -48,10 +48,10 @@ def _prepare(c, det: bool, variant: str, dtype: str):
 
     sets = make_sets(c, Options(dtype=dtype))
     scale, (left, _) = softmax_scale(c), c.band
-    problem = Problem(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv, scale, left, None, det,
-                      frozenset({"sink", "dsink"} if c.sink else ()))
     cfg = choose_config(dtype, c.head_dim, c.head_dim_v, c.causal, "top_left", detect_arch(), band_left=left,
                         deterministic=det, sizes=Sizes(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv))
+    problem = Problem(c.batch, c.heads_q, c.heads_kv, c.seq_q, c.seq_kv, scale, cfg.mask(left), det,
+                      frozenset({"sink", "dsink"} if c.sink else ()))
     kernels = None
     if variant != BASELINE:
         cand, key = CANDIDATES[variant], cfg.key

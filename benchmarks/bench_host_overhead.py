@@ -92,7 +92,7 @@ def _kernel_entry_us(tensors: dict, device: str, calls: int) -> dict[str, float]
     bwd = compile_backward(cfg)
     ws = {n: torch.empty(max(nb, 16), dtype=torch.uint8, device=device)
           for n, nb in workspace_regions(cfg, b, h, sq, skv)}
-    problem = Problem(b, h, k.shape[1], sq, skv, d ** -0.5)
+    problem = Problem(b, h, k.shape[1], sq, skv, d ** -0.5, cfg.mask())
     launch, direct = bwd.bind(problem), Launch(bwd.kernels, cfg, problem, graph_replay=False)
     args = (q, k, v, o, do, lse, dq, dk, dv)
     # (each call gathers its tensors into one BackwardTensors, as the engine's calls do)

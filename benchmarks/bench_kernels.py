@@ -109,7 +109,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     from frost.kernels.backward.compile import compile_kernels
     from frost.kernels.backward.catalogue import has_mha_set
     from frost.kernels.backward.select import KernelKey, narrow_band_set, orders_dq
-    from frost.kernels.mask import MaskSpec
+    from frost.spec import caller_mask
 
     name = {torch.bfloat16: "bfloat16", torch.float16: "float16"}[case.dtype]
     band = {"band_left": features.get("band_left"), "band_right": features.get("band_right")}
@@ -119,7 +119,7 @@ def _frost_fn(case, heads, heads_kv, causal, tile=None, **features):
     if tile is not None:  # the variant's pad sizes the dQ accumulator (it may pad wider than the served tile), and
         # the variant decides whether the problem orders dQ and gets the MHA or the narrow-band set (the kernel set
         # it is compiled as, with that set's ptxas options)
-        mask = MaskSpec(causal, "top_left", **band)
+        mask = caller_mask(causal, "top_left", **band)
         ordered = orders_dq(tile, mask, deterministic)
         mha = heads == heads_kv and has_mha_set(tile.head_dim_pad, tile.head_dim_v_pad, ordered)
         cfg = replace(cfg, key=KernelKey(name, tile.head_dim_pad, cfg.arch, tile.head_dim_v_pad, ordered, mha,

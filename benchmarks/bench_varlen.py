@@ -93,7 +93,8 @@ def frost_packed(cfg: Config, inp) -> dict:
 
     from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
     from frost.kernels.forward import choose_forward_config, compile_forward
-    from frost.kernels.forward.launch import ForwardMask, ForwardTensors
+    from frost.kernels.forward.launch import ForwardTensors
+    from frost.spec import Mask
     from frost.kernels.packed import Packed
 
     arch, scale = detect_arch(), 1 / math.sqrt(cfg.d)
@@ -102,7 +103,7 @@ def frost_packed(cfg: Config, inp) -> dict:
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:2], device="cuda")
     fwd = compile_forward(choose_forward_config("bfloat16", cfg.d, cfg.d, arch, varlen=True))
-    bound = fwd.bind(ForwardMask(scale, causal=True))
+    bound = fwd.bind(scale, Mask.of(True))
     call = ForwardTensors(q, k, v, o, lse, {"sink": inp["sink"]} if inp["sink"] is not None else {}, packed)
     bound(call)
     bcfg = choose_config("bfloat16", cfg.d, cfg.d, True, "top_left", arch, gqa_group=cfg.hq // cfg.hkv, varlen=True)
@@ -123,7 +124,8 @@ def frost_dense(cfg: Config, b: int, s: int, lens: list[int] | None, sink) -> di
 
     from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
     from frost.kernels.forward import choose_forward_config, compile_forward
-    from frost.kernels.forward.launch import ForwardMask, ForwardTensors
+    from frost.kernels.forward.launch import ForwardTensors
+    from frost.spec import Mask
 
     arch, scale = detect_arch(), 1 / math.sqrt(cfg.d)
     g = torch.Generator(device="cuda").manual_seed(2)
@@ -135,7 +137,7 @@ def frost_dense(cfg: Config, b: int, s: int, lens: list[int] | None, sink) -> di
     o, lse = torch.empty_like(q), torch.empty((b, cfg.hq, s), device="cuda")
     seq = None if lens is None else torch.tensor(lens, dtype=torch.int32, device="cuda")
     fwd = compile_forward(choose_forward_config("bfloat16", cfg.d, cfg.d, arch))
-    bound = fwd.bind(ForwardMask(scale, causal=True))
+    bound = fwd.bind(scale, Mask.of(True))
     call = ForwardTensors(q, k, v, o, lse, {r: x for r, x in (("seq_len_q", seq), ("seq_len_kv", seq), ("sink", sink))
                                              if x is not None})
     bound(call)

@@ -10,6 +10,7 @@ Dims are named by letters: B (batches, or sequences of a packed call), Sq / Skv 
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from numbers import Real
 from typing import Literal, Mapping, Optional
@@ -235,20 +236,42 @@ def resolved_scale(scale: Optional[float], head_dim_qk: int) -> float:
 # ---- the mask -------------------------------------------------------------------------------------------------
 
 MaskKind = Literal["none", "causal", "band"]
+BOUND_ACCEPTED = "None (unbounded) or an integer >= 0"
+
+
+def valid_bound(bound: object) -> bool:
+    """A mask bound: None (unbounded) or an int >= 0 (a numpy integer too; never a bool)."""
+    if bound is None:
+        return True
+    try:
+        return not isinstance(bound, bool) and operator.index(bound) >= 0   # type: ignore[arg-type]
+    except TypeError:
+        return False
 
 
 @dataclass(frozen=True)
-class Band:
-    """Keys j kept by query row i: j in [diag - left, diag + right] (None: unbounded on that side), diag = i
-    (top_left) or i + skv - sq (bottom_right). ``causal`` is folded in once, here: it bounds the right side at 0
-    unless a right bound is given (a larger one widens it)."""
+class Mask:
+    """The attention mask, decided once: query row i keeps keys j in [diag - left, diag + right] (None: unbounded on
+    that side), diag = i (top_left) or i + skv - sq (bottom_right). Every layer below the caller's arguments (the
+    IR op's attributes, Facts, the plans, the kernels' host side, the reference) carries this one value.
+    ``Mask.of`` folds ``causal`` in, here only: it bounds the right side at 0 unless a right bound is given (a
+    larger one widens it)."""
 
-    left: Optional[int]
-    right: Optional[int]
+    left: Optional[int] = None
+    right: Optional[int] = None
+    alignment: Alignment = "top_left"
+
+    def __post_init__(self) -> None:
+        for name, bound in (("left", self.left), ("right", self.right)):
+            if not valid_bound(bound):
+                raise ValueError(f"Mask.{name}: got {bound!r}; accepted: {BOUND_ACCEPTED}")
+        if self.alignment not in ALIGNMENTS:
+            raise ValueError(f"Mask.alignment: got {self.alignment!r}; accepted: one of {ALIGNMENTS}")
 
     @classmethod
-    def of(cls, causal: bool, left: Optional[int], right: Optional[int]) -> "Band":
-        return cls(left, 0 if causal and right is None else right)
+    def of(cls, causal: bool, left: Optional[int] = None, right: Optional[int] = None,
+           alignment: Alignment = "top_left") -> "Mask":
+        return cls(left, 0 if causal and right is None else right, alignment)
 
     @property
     def kind(self) -> MaskKind:
@@ -258,7 +281,28 @@ class Band:
             return "causal"
         return "band"
 
+    def keywords(self) -> dict[str, object]:
+        """The mask keywords of the direct calls (the kernels', the reference's) that give this mask."""
+        return dict(causal=False, alignment=self.alignment, band_left=self.left, band_right=self.right)
 
-__all__ = ["ALIGNMENTS", "Band", "INPUT_FEATURES", "IO_ROLES", "InputFeature", "features", "role_names", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES",
-           "SIDE_ROLES", "TENSORS", "TensorRole", "caller_name", "kernel_flag", "kernel_optional", "gqa_accepted", "heads_divide", "inputs", "optional_ports", "outputs",
-           "resolved_scale", "valid_scale"]
+    def __str__(self) -> str:
+        return "none" if self.kind == "none" else f"{self.kind}({self.left}, {self.right}) {self.alignment}"
+
+
+def caller_mask(causal: object, alignment: object, band_left: object, band_right: object) -> Mask:
+    """The Mask of a direct call's mask keywords (the kernels' and the reference's calls); a TensorError names the
+    keyword that is wrong, its value and what is accepted."""
+    from frost.errors import TensorError
+
+    if alignment not in ALIGNMENTS:
+        raise TensorError("alignment", alignment, " or ".join(repr(a) for a in ALIGNMENTS))
+    for name, bound in (("band_left", band_left), ("band_right", band_right)):
+        if not valid_bound(bound):
+            raise TensorError(name, bound, BOUND_ACCEPTED)
+    left, right = (None if b is None else operator.index(b) for b in (band_left, band_right))   # type: ignore[arg-type]
+    return Mask.of(bool(causal), left, right, alignment)
+
+
+__all__ = ["ALIGNMENTS", "BOUND_ACCEPTED", "Mask", "INPUT_FEATURES", "IO_ROLES", "InputFeature", "features", "role_names", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES",
+           "SIDE_ROLES", "TENSORS", "TensorRole", "caller_mask", "caller_name", "kernel_flag", "kernel_optional", "gqa_accepted", "heads_divide", "inputs", "optional_ports", "outputs",
+           "resolved_scale", "valid_bound", "valid_scale"]

@@ -178,10 +178,18 @@ class Rule:
     def check(self, cap: Capability, facts: Facts, target: str) -> Reason | None:
         if self.ok(cap, facts, target):
             return None
-        value = target if self.field == "target" else getattr(facts, self.field)
+        value = target if self.field == "target" else _read(facts, self.field)
         accepted = self.accepted(cap, facts)
         return Reason(code=self.code, field=self.field, value=value, accepted=accepted,
                       message=f"{self.field}={value!r} is not served by {cap.engine}; accepted: {accepted}")
+
+
+def _read(facts: Facts, field: str) -> bool | int | float | str | None:
+    """A Facts value by its (dotted) field name: "mask.kind" reads facts.mask.kind."""
+    value = facts
+    for name in field.split("."):
+        value = getattr(value, name)
+    return value   # type: ignore[return-value]
 
 
 def _targets(cap: Capability) -> str:
@@ -237,9 +245,9 @@ RULES: tuple[Rule, ...] = (
     Rule("dv_gt_dqk", "head_dim_v", lambda c, f, t: not c.dv_le_dqk or f.head_dim_v <= f.head_dim_qk,
          lambda c, f: f"head_dim_v <= head_dim_qk ({f.head_dim_qk})",
          "the value head dim is larger than the query/key head dim"),
-    Rule("mask", "mask", lambda c, f, t: f.mask in c.masks, lambda c, f: ", ".join(c.masks),
+    Rule("mask", "mask.kind", lambda c, f, t: f.mask.kind in c.masks, lambda c, f: ", ".join(c.masks),
          "the mask kind (none, causal, band: sliding window or right-widened causal) is not served"),
-    Rule("alignment", "alignment", lambda c, f, t: f.mask == "none" or f.alignment in c.alignments,
+    Rule("alignment", "mask.alignment", lambda c, f, t: f.mask.kind == "none" or f.mask.alignment in c.alignments,
          lambda c, f: ", ".join(c.alignments) + " (alignment only matters under a causal or band mask)",
          "the diagonal anchor (top_left / bottom_right) of a causal or band mask is not served"),
     _feature_rule("gqa", "gqa_group", "gqa", "gqa_group=1 (heads_q == heads_kv; repeat k/v heads to get MHA)",

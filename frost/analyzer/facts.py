@@ -2,8 +2,8 @@
 reads them off the op and its tensors. They describe; they never decide, so the same Facts serve the probe, the
 lowering and the compile key.
 
-Plain values only (ints, strs, bools, floats, computed from shapes, strides and attributes; no torch, no cutlass),
-so the probe runs anywhere in microseconds."""
+Plain values only (ints, strs, bools, floats, computed from shapes, strides and attributes, and frost.spec's Mask of
+them; no torch, no cutlass), so the probe runs anywhere in microseconds."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from frost.ir.ops import AttentionOp, SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import Layout, TensorSpec, contiguous_strides, layout_strides
 from frost.limits import SEQ_STRIDE_LIMIT, strides_aligned
-from frost.spec import features
+from frost.spec import Mask, features
 
 if TYPE_CHECKING:
     from frost.ir import Graph
@@ -43,10 +43,7 @@ class Facts(BaseModel):
     head_dim_qk: int
     head_dim_v: int
     attn_scale: float               # resolved: 1/sqrt(head_dim_qk) when the graph says None
-    mask: Literal["none", "causal", "band"]
-    alignment: Literal["top_left", "bottom_right"]
-    band_left: int | None           # None = unbounded
-    band_right: int | None
+    mask: Mask                      # causal folded in (frost.spec.Mask)
     has_padding_q: bool             # a seq_len_q tensor is given (a packed op: seqused)
     has_padding_kv: bool
     has_sink: bool
@@ -150,13 +147,12 @@ def facts_for(graph: Graph, op: SdpaOp | str) -> Facts:
     mems = [_memory_of(ts[n]) for n in io]
     batch, seq_q, seq_kv, tokens_q, tokens_kv = _sizes(q, k, ts, op)
     heads_q, heads_kv, head_dim_qk = q.shape[-3], k.shape[-3], q.shape[-1]
-    band_left, band_right = op.band
     return Facts(
         op_name=op.name, op=op.op, dtype=q.dtype, batch=batch, heads_q=heads_q, heads_kv=heads_kv,
         gqa_group=heads_q // heads_kv, seq_q=seq_q, seq_kv=seq_kv, tokens_q=tokens_q, tokens_kv=tokens_kv,
         varlen=op.ragged, head_dim_qk=head_dim_qk, head_dim_v=v.shape[-1],
         attn_scale=op.attn_scale if op.attn_scale is not None else 1.0 / math.sqrt(head_dim_qk),
-        mask=op.mask_kind, alignment=op.alignment, band_left=band_left, band_right=band_right,
+        mask=op.mask,
         **features(ins),
         deterministic=getattr(op, "deterministic", False),
         layout=("thd" if all(_is_thd(ts[n]) for n in io) else "strided") if op.ragged else _layout(mems),

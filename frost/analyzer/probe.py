@@ -56,7 +56,6 @@ class SupportReport(BaseModel):
 
 
 def _facts_line(f: Facts) -> str:
-    mask = f.mask if f.mask == "none" else f"{f.mask}({f.band_left}, {f.band_right}) {f.alignment}"
     padding = ",".join(side for side, on in (("q", f.has_padding_q), ("kv", f.has_padding_kv)) if on) or "no"
     padding = f"{'seqused' if f.varlen else 'padding'}={padding}"
     shown = (("varlen", f.varlen), *((t.tag, getattr(f, t.facts)) for t in INPUT_FEATURES if t.capability != "padding"),
@@ -65,7 +64,7 @@ def _facts_line(f: Facts) -> str:
     seqs = (f"Tq={f.tokens_q} Tkv={f.tokens_kv} max_Sq={f.seq_q} max_Skv={f.seq_kv}" if f.varlen
             else f"Sq={f.seq_q} Skv={f.seq_kv}")
     return (f"{f.dtype} B={f.batch} Hq={f.heads_q} Hkv={f.heads_kv} {seqs} "
-            f"Dqk={f.head_dim_qk} Dv={f.head_dim_v} mask={mask} {padding} layout={f.layout} {flags}").rstrip()
+            f"Dqk={f.head_dim_qk} Dv={f.head_dim_v} mask={f.mask} {padding} layout={f.layout} {flags}").rstrip()
 
 
 def _summary(r: SupportReport) -> str:

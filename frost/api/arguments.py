@@ -22,7 +22,7 @@ Bound = Optional[int]
 @dataclass(frozen=True)
 class Options:
     """A call's options after the gate: the scale as given (None: the default), the band bounds as given (causal
-    folds in later, at spec.Band), and the backward's mode (None: torch's flag when the backward runs)."""
+    folds in later, at spec.Mask), and the backward's mode (None: torch's flag when the backward runs)."""
 
     softmax_scale: Optional[float]
     causal: bool

@@ -11,7 +11,7 @@ from pydantic import (BaseModel, ConfigDict, Discriminator, Field, StrictBool, S
                       ValidationInfo, field_validator, model_validator)
 
 from frost.errors import GraphError, UnknownOp
-from frost.spec import Alignment, Band, Kind, MaskKind
+from frost.spec import Alignment, Kind, Mask
 
 STRUCTURED_OPS: tuple[str, ...] = ("sdpa_backward", "sdpa_forward")   # op kinds with named inputs frost serves
 
@@ -86,14 +86,9 @@ class SdpaOp(BaseModel):
         return "forward" if self.op == "sdpa_forward" else "backward"
 
     @property
-    def band(self) -> tuple[int | None, int | None]:
-        """(left, right) with `causal` folded in (frost.spec.Band); None means unbounded on that side."""
-        band = Band.of(self.causal, self.band_left, self.band_right)
-        return band.left, band.right
-
-    @property
-    def mask_kind(self) -> MaskKind:
-        return Band.of(self.causal, self.band_left, self.band_right).kind
+    def mask(self) -> Mask:
+        """The mask these attributes describe, `causal` folded in (frost.spec.Mask)."""
+        return Mask.of(self.causal, self.band_left, self.band_right, self.alignment)
 
     @property
     def ragged(self) -> bool:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from frost.errors import GraphError
 from frost.ir.ops import SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import IO_DTYPES, TensorSpec
-from frost.spec import TENSORS, gqa_accepted, heads_divide, inputs, outputs, valid_scale
+from frost.spec import BOUND_ACCEPTED, TENSORS, gqa_accepted, heads_divide, inputs, outputs, valid_bound, valid_scale
 
 
 Q_SIDE = tuple(t.role for t in TENSORS if t.side == "q")     # tensors with one row per query token
@@ -240,9 +240,8 @@ def _check_outputs(op: SdpaBackwardOp, ts: dict[str, TensorSpec]) -> None:
 def _check_attrs(op: SdpaOp) -> None:
     subject = f"{op.op} {op.name!r}"
     for attr in ("band_left", "band_right"):
-        value = getattr(op, attr)
-        if value is not None and value < 0:
-            raise GraphError(f"{subject}.{attr}", value, "None (unbounded) or an integer >= 0")
+        if not valid_bound(getattr(op, attr)):
+            raise GraphError(f"{subject}.{attr}", getattr(op, attr), BOUND_ACCEPTED)
     if not valid_scale(op.attn_scale):
         raise GraphError(f"{subject}.attn_scale", op.attn_scale, "None (1/sqrt(Dqk)) or a finite float > 0")
 

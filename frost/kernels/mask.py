@@ -24,7 +24,7 @@ import cutlass.cute as cute
 from cutlass import Int32
 
 from frost.kernels import cute_utils as cutil
-from frost.spec import ALIGNMENTS, Band, kernel_flag
+from frost.spec import Mask, kernel_flag
 
 NO_BOUND = 1 << 30
 
@@ -38,36 +38,14 @@ FLAG_KV_SLOWEST = 32        # set by the main kernel's launcher: grid is (kv hea
 FLAG_Q_TILES_DOWN = 128     # set by the dQ GEMM's launcher: grid is (heads, batch, query tiles), last tile first
 
 
-def _bound(name: str, value) -> int:
-    if value is None:
-        return NO_BOUND
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"{name}: got {value!r}; accepted: None (unbounded) or an int >= 0")
-    return min(value, NO_BOUND)
+def runtime_bounds(mask: Mask) -> tuple[int, int]:
+    """(L, R) as the kernels take them: an unbounded side is NO_BOUND, a wider one is clamped to it."""
+    return tuple(NO_BOUND if b is None else min(b, NO_BOUND) for b in (mask.left, mask.right))  # type: ignore[return-value]
 
 
-@dataclass(frozen=True)
-class MaskSpec:
-    """Host side: the mask kind of a problem; turns it into the kernel's runtime mask values."""
-
-    causal: bool
-    alignment: str = "top_left"
-    band_left: int | None = None
-    band_right: int | None = None
-
-    def __post_init__(self):
-        if self.alignment not in ALIGNMENTS:
-            raise ValueError(f"alignment: got {self.alignment!r}; accepted: one of {ALIGNMENTS}")
-        _bound("band_left", self.band_left)
-        _bound("band_right", self.band_right)
-
-    def bounds(self) -> tuple[int, int]:
-        """(L, R) runtime values, causal folded in once (frost.spec.Band: R defaults to 0)."""
-        band = Band.of(self.causal, self.band_left, self.band_right)
-        return _bound("band_left", band.left), _bound("band_right", band.right)
-
-    def flags(self) -> int:
-        return FLAG_BOTTOM_RIGHT if self.alignment == "bottom_right" else 0
+def mask_flags(mask: Mask) -> int:
+    """The mask's bits of the kernels' runtime flags (its alignment)."""
+    return FLAG_BOTTOM_RIGHT if mask.alignment == "bottom_right" else 0
 
 
 @cute.jit

@@ -22,8 +22,9 @@ class FakeKernel:
         self.problems: list = []
         self.launches: list[tuple[object, dict]] = []   # (tensors, {"stream": ..., other options}) per launch
 
-    def bind(self, problem):
-        self.problems.append(problem)
+    def bind(self, *bound):
+        """What a lowering binds: a backward's Problem, a forward's (scale, mask)."""
+        self.problems.append(bound[0] if len(bound) == 1 else bound)
         return lambda tensors, stream=None, **options: self.launches.append((tensors, {"stream": stream} | options))
 
 

@@ -5,7 +5,6 @@ TensorError names the tensor or argument, the value, and what would be accepted.
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import torch
@@ -13,7 +12,7 @@ import torch
 from frost.errors import TensorError
 from frost.reference.mask import KeepMask
 from frost.reference.numerics import IO_DTYPES, compute_dtype
-from frost.spec import ALIGNMENTS, ROLES, Band, TensorRole, gqa_accepted, heads_divide, resolved_scale, valid_scale
+from frost.spec import ROLES, TensorRole, caller_mask, gqa_accepted, heads_divide, resolved_scale, valid_scale
 
 STAT_DTYPES = (torch.float32, torch.float64)
 LEN_DTYPES = (torch.int32, torch.int64)
@@ -80,27 +79,6 @@ def _seq_lens(name: str, t: object, batch: int, full: int, device: torch.device)
     return lens
 
 
-def _bound(name: str, value: object) -> int | None:
-    """A band bound: None (unbounded) or an integer >= 0 (bools are not bounds)."""
-    if value is None:
-        return None
-    try:
-        bound = None if isinstance(value, bool) else operator.index(value)
-    except TypeError:
-        bound = None
-    if bound is None or bound < 0:
-        raise TensorError(name, value, "None (unbounded) or an integer >= 0")
-    return bound
-
-
-def _band(causal: bool, alignment: str, band_left: object, band_right: object) -> tuple[int | None, int | None]:
-    """(left, right) with `causal` folded in (frost.spec.Band: causal means right defaults to 0)."""
-    if alignment not in ALIGNMENTS:
-        raise TensorError("alignment", alignment, " or ".join(ALIGNMENTS))
-    band = Band.of(causal, _bound("band_left", band_left), _bound("band_right", band_right))
-    return band.left, band.right
-
-
 def _scale(scale: object, dim_qk: int) -> float:
     if not valid_scale(scale):
         raise TensorError("scale", scale, "None (1/sqrt(Dqk)) or a finite number > 0")
@@ -129,10 +107,10 @@ def resolve(q, k, v, *, scale, causal, alignment, band_left, band_right, seq_len
     b, hq, hkv, sq, skv, dqk, dv = _check_qkv(q, k, v)
     for role, t in side.items():
         _expect_side(role, t, {"B": b, "Hq": hq, "Sq": sq}, q.device)
-    left, right = _band(bool(causal), alignment, band_left, band_right)
+    kept = caller_mask(causal, alignment, band_left, band_right)
     mask = KeepMask(sq=_seq_lens("seq_len_q", seq_len_q, b, sq, q.device),
                     skv=_seq_lens("seq_len_kv", seq_len_kv, b, skv, q.device),
-                    left=left, right=right, bottom_right=alignment == "bottom_right")
+                    left=kept.left, right=kept.right, bottom_right=kept.alignment == "bottom_right")
     return ReferenceProblem(batch=b, heads_q=hq, heads_kv=hkv, seq_q=sq, seq_kv=skv, dim_qk=dqk, dim_v=dv,
                             scale=_scale(scale, dqk), io_dtype=q.dtype, compute_dtype=compute_dtype(q.dtype), mask=mask)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import pytest
 
@@ -38,9 +39,9 @@ ALONE = {
                           CUTE_SM120, [("head_dim_multiple", "head_dim_qk")]),
     "head_dim_max": (lambda: custom(dqk=264, dv=256), "sm_121", CUTE_SM120, [("head_dim_max", "head_dim_qk")]),
     "dv_gt_dqk": (lambda: custom(dqk=64, dv=128, causal=True), "sm_120", CUTE_SM120, [("dv_gt_dqk", "head_dim_v")]),
-    "mask": (lambda: baseline(band_left=128), "sm_120", NARROW, [("mask", "mask")]),
+    "mask": (lambda: baseline(band_left=128), "sm_120", NARROW, [("mask", "mask.kind")]),
     "alignment": (lambda: baseline(alignment="bottom_right"), "sm_120",
-                  dataclasses.replace(CUTE_SM120, alignments=("top_left",)), [("alignment", "alignment")]),
+                  dataclasses.replace(CUTE_SM120, alignments=("top_left",)), [("alignment", "mask.alignment")]),
     "gqa": (lambda: baseline(heads_kv=2), "sm_120", NARROW, [("gqa", "gqa_group")]),
     "padding": (lambda: baseline(padded=True), "sm_120", NARROW,
                 [("padding", "has_padding_q"), ("padding", "has_padding_kv")]),
@@ -79,7 +80,7 @@ def test_each_reason_alone(case):
     assert [(r.code, r.field) for r in reasons] == expected
     for r in reasons:
         assert repr(r.value) in r.message and r.accepted in r.message and cap.engine in r.message
-        assert r.value == (target if r.field == "target" else getattr(facts, r.field))
+        assert r.value == (target if r.field == "target" else functools.reduce(getattr, r.field.split("."), facts))
     reference = REFERENCE_FORWARD if facts.op == "sdpa_forward" else REFERENCE
     assert declines(reference, facts, target) == []
 
@@ -93,7 +94,7 @@ def test_several_reasons_at_once_are_all_reported_in_rule_order():
     op = report.ops[0]
     assert op.engine == "reference" and list(op.declined) == ["cute_sm120"]
     assert [(r.code, r.field) for r in op.declined["cute_sm120"]] == [
-        ("target", "target"), ("mask", "mask"), ("gqa", "gqa_group"),
+        ("target", "target"), ("mask", "mask.kind"), ("gqa", "gqa_group"),
         ("padding", "has_padding_q"), ("padding", "has_padding_kv"), ("sink", "has_sink")]
 
 
@@ -108,7 +109,7 @@ def test_messages_name_value_and_alternative():
 def test_alignment_only_matters_under_a_mask():
     top_left_only = dataclasses.replace(CUTE_SM120, alignments=("top_left",))
     facts = _facts(baseline(causal=False, alignment="bottom_right"))
-    assert facts.mask == "none" and declines(top_left_only, facts, "sm_120") == []
+    assert facts.mask.kind == "none" and declines(top_left_only, facts, "sm_120") == []
 
 
 def test_unlisted_cuda_arch_is_served_by_reference_only():
@@ -125,6 +126,6 @@ def test_pinned_engine_that_declines_gives_unsupported_not_an_exception():
 
 def test_right_band_widening_is_a_band_mask():
     facts = _facts(baseline(band_right=16))
-    assert (facts.mask, facts.band_left, facts.band_right) == ("band", None, 16)
+    assert (facts.mask.kind, facts.mask.left, facts.mask.right) == ("band", None, 16)
     assert [r.code for r in declines(NARROW, facts, "sm_120")] == ["mask"]
     assert declines(CUTE_SM120, facts, "sm_120") == []

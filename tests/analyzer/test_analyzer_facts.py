@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from hypothesis import given, settings
@@ -10,21 +11,24 @@ from hypothesis import strategies as st
 from analyzer_graphs import B, D, H, S, baseline, custom, gpt_oss, permuted_strides
 from frost.analyzer import Facts, facts_for, probe
 from frost.ir import GraphBuilder, sdpa_backward_graph
+from frost.spec import Mask
 
 PLAIN = (str, int, float, bool, type(None))
 
 
 def assert_plain(facts: Facts) -> None:
+    """Plain values, or frost.spec's Mask of plain values."""
     for name in Facts.model_fields:
         value = getattr(facts, name)
-        assert type(value) in PLAIN, f"{name} holds {type(value).__name__}"
+        parts = dataclasses.astuple(value) if isinstance(value, Mask) else (value,)
+        assert all(type(v) in PLAIN for v in parts), f"{name} holds {value!r}"
 
 
 def test_gpt_oss_facts():
     f = facts_for(gpt_oss(), "attn")
     assert_plain(f)
     assert (f.dtype, f.batch, f.heads_q, f.heads_kv, f.gqa_group) == ("bfloat16", 2, 64, 8, 8)
-    assert (f.mask, f.alignment, f.band_left, f.band_right) == ("band", "bottom_right", 128, 0)
+    assert f.mask == Mask(128, 0, "bottom_right") and f.mask.kind == "band"
     assert f.has_padding_q and f.has_padding_kv and f.has_sink and not f.deterministic
     assert (f.layout, f.head_dim_contiguous, f.strides_16b_aligned, f.lse_contiguous) == ("bshd", True, True, True)
     assert f.attn_scale == 1 / math.sqrt(64) and not f.needs_int64_offsets

@@ -13,6 +13,7 @@ from frost.analyzer import (CUTE_SM120, CUTE_SM120_FORWARD, REFERENCE, REFERENCE
 from frost.errors import EngineError
 from frost.ir import GraphBuilder, sdpa_forward_graph
 from frost.api.support import check_support
+from frost.spec import Mask
 
 B, H, S, D = 2, 8, 256, 64
 
@@ -36,7 +37,7 @@ def test_pattern_and_facts():
     f = m.facts
     assert m.pattern.label == "sdpa_forward" and f.op == "sdpa_forward"
     assert (f.batch, f.heads_q, f.heads_kv, f.gqa_group, f.seq_q, f.seq_kv) == (2, 64, 8, 8, 4096, 4096)
-    assert (f.mask, f.alignment, f.band_left, f.band_right) == ("band", "bottom_right", 128, 0)
+    assert f.mask == Mask(128, 0, "bottom_right") and f.mask.kind == "band"
     assert f.has_sink and f.has_padding_q and f.has_padding_kv and not f.has_dlse and not f.deterministic
     assert f.layout == "bshd" and f.head_dim_contiguous and f.strides_16b_aligned and f.lse_contiguous
     assert f.attn_scale == pytest.approx(1 / 8)

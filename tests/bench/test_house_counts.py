@@ -22,8 +22,8 @@ def test_comments_and_docstrings_are_not_code(tool):
 
 
 def test_a_call_enters_the_files_whose_functions_run(tool):
-    from frost.spec import Band, heads_divide
+    from frost.spec import Mask, heads_divide
 
     assert tool.files_entered(lambda: heads_divide(4, 2)) == ["spec.py"]
-    assert tool.files_entered(lambda: Band.of(True, None, None).kind) == ["spec.py"]
+    assert tool.files_entered(lambda: Mask.of(True).kind) == ["spec.py"]
     assert tool.files_entered(lambda: None) == []

@@ -10,6 +10,7 @@ import pytest
 import frost.cli
 from frost.errors import GraphError
 from frost.ir import Graph, GraphBuilder, SdpaBackwardOp, sdpa_backward_graph
+from frost.spec import Mask
 
 
 def bshd_strides(b: int, h: int, s: int, d: int) -> tuple[int, ...]:
@@ -43,7 +44,8 @@ def test_one_call_graph_declares_every_tensor() -> None:
                                       "sink": "sink", "dlse": "dlse", "seq_len_q": "seq_len_q",
                                       "seq_len_kv": "seq_len_kv", "cu_seqlens_q": None, "cu_seqlens_kv": None}
     assert op.outputs.model_dump() == {"dq": "attn.dq", "dk": "attn.dk", "dv": "attn.dv", "dsink": "attn.dsink"}
-    assert (op.causal, op.alignment, op.band, op.mask_kind) == (True, "bottom_right", (16, 0), "band")
+    assert (op.causal, op.alignment, op.mask) == (True, "bottom_right", Mask(16, 0, "bottom_right"))
+    assert op.mask.kind == "band"
     assert (op.attn_scale, op.deterministic) == (None, False)
 
 
@@ -64,7 +66,7 @@ def test_builder_reads_like_the_math() -> None:
     assert g.tensor("K").strides == bshd_strides(1, 1, 16, 40) and g.tensor("V").strides is None
     assert g.tensor("V").effective_strides == (16 * 40, 16 * 40, 40, 1)
     assert [op.name for op in g.ops] == ["sdpa", "reduce"] and g.ops[1].attrs == {"axis": 3}
-    assert g.sdpa_ops()[0].attn_scale == 0.5 and g.sdpa_ops()[0].mask_kind == "none"
+    assert g.sdpa_ops()[0].attn_scale == 0.5 and g.sdpa_ops()[0].mask.kind == "none"
     assert set(g.tensor_map()) == {t.name for t in g.tensors}
     with pytest.raises(KeyError):
         g.tensor("nope")
@@ -80,8 +82,8 @@ def test_builder_reads_like_the_math() -> None:
     (dict(band_left=7, band_right=0), "band", (7, 0)),
 ])
 def test_mask_kind_follows_causal_and_band(attrs, kind, band) -> None:
-    op = sdpa_backward_graph(1, 2, 8, 16, **attrs).sdpa_ops()[0]
-    assert (op.mask_kind, op.band) == (kind, band)
+    mask = sdpa_backward_graph(1, 2, 8, 16, **attrs).sdpa_ops()[0].mask
+    assert (mask.kind, (mask.left, mask.right)) == (kind, band)
 
 
 def _inputs(b: GraphBuilder) -> tuple[str, ...]:

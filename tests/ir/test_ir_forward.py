@@ -32,7 +32,7 @@ def layer(order=("fwd", "bwd"), **mask):
 def test_builder_declares_o_like_q_and_an_fp32_lse():
     g = sdpa_forward_graph(2, 4, 24, 16, heads_kv=2, head_dim_v=8, sink=True, padded=True, causal=True)
     (op,) = g.sdpa_ops()
-    assert isinstance(op, SdpaForwardOp) and isinstance(op, SdpaOp) and op.mask_kind == "causal"
+    assert isinstance(op, SdpaForwardOp) and isinstance(op, SdpaOp) and op.mask.kind == "causal"
     o, lse = g.tensor(op.outputs.o), g.tensor(op.outputs.lse)
     assert o.shape == (2, 4, 24, 8) and o.dtype == "bfloat16" and o.strides == layout_strides(o.shape, "bshd")
     assert lse.shape == (2, 4, 24) and lse.dtype == "float32"

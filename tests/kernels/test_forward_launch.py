@@ -13,17 +13,17 @@ import torch
 from frost.errors import TensorError
 from frost.kernels.forward.api import CompiledForward, choose_forward_config
 from frost.kernels.forward.kernel import FwdKernel
-from frost.kernels.forward.launch import ForwardMask, ForwardTensors
+from frost.kernels.forward.launch import ForwardTensors
 from frost.kernels.geometry import LOG2_E
 from frost.kernels.mask import FLAG_BOTTOM_RIGHT, FLAG_SEQ_KV, FLAG_SEQ_Q, NO_BOUND
 from frost.kernels.packed import Packed
-from frost.spec import kernel_flag
+from frost.spec import Mask, kernel_flag
 from helpers.tensors import randn_bhsd
 
 PARAMS = list(inspect.signature(FwdKernel.__call__).parameters)[1:]   # drop self
 
 
-def _bound(mask: ForwardMask, varlen: bool = False):
+def _bound(scale: float, mask: Mask = Mask(), varlen: bool = False):
     """(a BoundForward on a recording kernel, the calls it records by parameter name)."""
     calls = []
 
@@ -32,11 +32,11 @@ def _bound(mask: ForwardMask, varlen: bool = False):
         calls.append(dict(zip(PARAMS, args)))
 
     cfg = choose_forward_config("bfloat16", 64, 64, "sm_90a", varlen=varlen)
-    return CompiledForward(cfg, kernel=SimpleNamespace(forward=launch)).bind(mask), calls
+    return CompiledForward(cfg, kernel=SimpleNamespace(forward=launch)).bind(scale, mask), calls
 
 
 def test_a_dense_launch_passes_the_kernel_its_declared_arguments():
-    bound, calls = _bound(ForwardMask(0.125, causal=True, alignment="bottom_right", band_left=40))
+    bound, calls = _bound(0.125, Mask.of(True, 40, alignment="bottom_right"))
     q, o = (randn_bhsd((2, 4, 100, 64), torch.bfloat16, layout="bshd") for _ in range(2))
     k, v = (randn_bhsd((2, 2, 140, 64), torch.bfloat16, layout="bshd") for _ in range(2))
     lse, seq_q, sink = torch.zeros(2, 4, 100), torch.tensor([100, 7], dtype=torch.int32), torch.zeros(4)
@@ -56,7 +56,7 @@ def test_a_dense_launch_passes_the_kernel_its_declared_arguments():
 def test_a_packed_launch_passes_the_segments():
     """(H, T, D) views of (T, H, D) memory: batch stride 0, the prefix sums' pointers, the plan's max_seqlens as
     the sizes and the token counts."""
-    bound, calls = _bound(ForwardMask(0.125), varlen=True)
+    bound, calls = _bound(0.125, varlen=True)
     tq, tkv, hq, hkv = 300, 310, 4, 2
     q, o = (torch.zeros(tq, hq, 64, dtype=torch.bfloat16).transpose(0, 1) for _ in range(2))
     k, v = (torch.zeros(tkv, hkv, 64, dtype=torch.bfloat16).transpose(0, 1) for _ in range(2))
@@ -77,7 +77,7 @@ def test_a_packed_launch_passes_the_segments():
 def test_seq_major_tensors_launch_as_their_logical_views_do(varlen):
     """The engine passes the caller's (B, S, H, D) / packed (T, H, D) tensors with seq_major=True: the kernel must
     get exactly the arguments the transposed logical views give it (sizes and strides read in the other order)."""
-    bound, calls = _bound(ForwardMask(0.125, causal=True), varlen=varlen)
+    bound, calls = _bound(0.125, Mask.of(True), varlen=varlen)
     lead = () if varlen else (2,)
     q, o = (torch.zeros(*lead, 100, 4, 64, dtype=torch.bfloat16) for _ in range(2))
     k, v = (torch.zeros(*lead, 140, 2, 64, dtype=torch.bfloat16) for _ in range(2))
@@ -93,7 +93,7 @@ def test_seq_major_tensors_launch_as_their_logical_views_do(varlen):
 
 
 def test_an_empty_problem_launches_nothing():
-    bound, calls = _bound(ForwardMask(1.0))
+    bound, calls = _bound(1.0)
     q, o = (torch.zeros(2, 4, 0, 64, dtype=torch.bfloat16) for _ in range(2))
     k, v = (torch.zeros(2, 2, 16, 64, dtype=torch.bfloat16) for _ in range(2))
     bound(ForwardTensors(q, k, v, o, torch.zeros(2, 4, 0)), 7)
@@ -103,4 +103,4 @@ def test_an_empty_problem_launches_nothing():
 @pytest.mark.parametrize("scale", [0.0, -1.0, float("inf"), float("nan"), True])
 def test_bind_refuses_a_bad_scale(scale):
     with pytest.raises(TensorError, match="scale"):
-        _bound(ForwardMask(scale))
+        _bound(scale)

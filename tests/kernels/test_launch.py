@@ -54,7 +54,7 @@ def test_launch_passes_the_chain_its_declared_arguments():
     calls = {}
     cfg, (q, k, v, o, do, lse, dq, dk, dv), ws = _problem_tensors(band_left=40, deterministic=True)
     seq_kv, sink, dsink = torch.tensor([140, 77], dtype=torch.int32), torch.zeros(4), torch.zeros(4)
-    launch = Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=40,
+    launch = Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, cfg.mask(40),
                                                              deterministic=True,
                                                              optional=frozenset({"seq_len_kv", "sink", "dsink"})))
     launch(BackwardTensors(q, k, v, o, do, lse, dq, dk, dv, ws, {"seq_len_kv": seq_kv, "sink": sink, "dsink": dsink}),
@@ -132,7 +132,7 @@ def test_narrow_bands_order_dq_in_the_default_mode(d, band, det, ordered):
     calls = {}
     cfg, tensors, ws = _problem_tensors(d=d, band_left=band[0], band_right=band[1], deterministic=det)
     assert cfg.key.ordered == cfg.key.ordered == ordered
-    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=band[0], band_right=band[1],
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, cfg.mask(*band),
                                                    deterministic=det))(BackwardTensors(*tensors, ws), 3)
     assert bool(calls["backward"]["flags"] & FLAG_ORDERED_DQ) == ordered
 
@@ -206,7 +206,7 @@ def test_narrow_bands_run_on_a_narrow_band_set_where_one_exists(d, band, det, na
     if narrow:
         ordered_tile = tile_for_set(tile_for_pads(d), True)
         assert cfg.key.tile == replace(ordered_tile, **_NARROW_CHANGES[d]) != ordered_tile
-    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, band_left=band[0], band_right=band[1],
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, cfg.mask(*band),
                                                    deterministic=det))(BackwardTensors(*tensors, ws), 3)
     assert bool(calls["backward"]["flags"] & FLAG_ORDERED_DQ) == cfg.key.ordered
 
@@ -226,7 +226,7 @@ def test_the_narrow_band_set_is_a_twin_of_the_ordered_set(monkeypatch):
     assert KernelKey("bfloat16", 64, "sm_90a", ordered=True).ptxas_options is None
     wide_cfg, tensors, ws = _problem_tensors(deterministic=True)
     narrow_cfg, _, _ = _problem_tensors(band_left=128, deterministic=True)
-    narrow, wide = (Problem(2, 4, 2, 100, 140, 0.125, band_left=b, deterministic=True) for b in (128, None))
+    narrow, wide = (Problem(2, 4, 2, 100, 140, 0.125, narrow_cfg.mask(b), deterministic=True) for b in (128, None))
     fetched = []
     monkeypatch.setattr(api, "get_kernels", lambda key: fetched.append(key) or _recording_kernels({}))
     bwd = api.CompiledBackward(wide_cfg, _recording_kernels({}))
@@ -282,7 +282,7 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
 def test_absent_inputs_get_a_stand_in_and_no_flag():
     calls = {}
     cfg, tensors, ws = _problem_tensors()
-    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125))(BackwardTensors(*tensors, ws), 3)
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, cfg.mask()))(BackwardTensors(*tensors, ws), 3)
     a = calls["backward"]
     assert a["pSeqQ"] == a["pSeqKV"] == a["pSink"] == a["pDsink"] == a["pDlse"] == ws["delta"].data_ptr()
     assert a["flags"] == FLAG_BOTTOM_RIGHT and a["band_left"] == NO_BOUND
@@ -292,7 +292,7 @@ def test_dlse_travels_with_its_strides_and_flag():
     calls = {}
     cfg, tensors, ws = _problem_tensors()
     dlse = torch.zeros(2, 4, 200)[..., ::2]          # a strided (B, Hq, Sq) view
-    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, optional=frozenset({"dlse"})))(
+    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, cfg.mask(), optional=frozenset({"dlse"})))(
         BackwardTensors(*tensors, ws, {"dlse": dlse}), 3)
     a = calls["backward"]
     assert a["pDlse"] == dlse.data_ptr() and (a["dlse_sb"], a["dlse_sh"], a["dlse_ss"]) == (800, 200, 2)

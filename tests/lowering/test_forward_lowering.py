@@ -12,6 +12,7 @@ from frost.errors import TensorError
 from frost.ir import GraphBuilder, sdpa_forward_graph
 from frost.lowering import FakeCompiler, cache_stats, clear_caches, use_compiler
 from frost.reference import attention_backward, attention_forward
+from frost.spec import Mask
 from helpers.graph_inputs import graph_inputs
 
 
@@ -45,9 +46,8 @@ def test_the_kernel_plan_launches_the_forward_once_without_workspace():
     assert all(a is b for a, b in zip((call.q, call.k, call.v, call.o, call.lse), want))
     assert call.optional["sink"] is inputs["sink"] and call.optional["seq_len_kv"] is inputs["seq_len_kv"]
     assert options["stream"] is None
-    (mask,) = kernel.problems      # bound once, at lowering
-    assert (mask.causal, mask.alignment, mask.band_left, mask.band_right) == (True, "bottom_right", 7, None)
-    assert mask.scale == pytest.approx(64 ** -0.5)
+    ((scale, mask),) = kernel.problems      # bound once, at lowering
+    assert mask == Mask(7, 0, "bottom_right") and scale == pytest.approx(64 ** -0.5)
 
 
 def test_features_and_shapes_share_one_kernel():

@@ -47,13 +47,13 @@ from frost.kernels.backward import rowwise
 from frost.kernels.backward.checks import check_io, check_problem, check_side_inputs, check_workspace
 from frost.kernels.backward.compile import get_kernels
 from frost.kernels.backward.ds_workspace import dq_gemm_fits, ds_workspace_bytes
-from frost.kernels.backward.launch import BackwardTensors, Launch, Problem, problem_mask
+from frost.kernels.backward.launch import BackwardTensors, Launch, Problem
 from frost.kernels.backward.preprocess import SEM_ROWS
 from frost.kernels.backward.select import KernelKey, Sizes, select
 from frost.kernels.backward.tiles import TileConfig
-from frost.kernels.mask import MaskSpec
 from frost.kernels.optional_inputs import given
 from frost.kernels.packed import Packed
+from frost.spec import Mask, caller_mask
 
 
 @dataclass(frozen=True)
@@ -76,9 +76,10 @@ class KernelConfig:
         """The pad pair's table tile (its n_block is every set's at that pad)."""
         return self.key.table_tile
 
-    @property
-    def mask(self) -> MaskSpec:
-        return MaskSpec(self.causal, self.alignment)
+    def mask(self, band_left: int | None = None, band_right: int | None = None) -> Mask:
+        """The mask of a call of this config with the given band keywords (its causality and alignment are the
+        config's); a TensorError names a bad keyword."""
+        return caller_mask(self.causal, self.alignment, band_left, band_right)
 
 
 def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, alignment: str, arch: str, *,
@@ -87,7 +88,7 @@ def choose_config(dtype: str, head_dim_qk: int, head_dim_v: int, causal: bool, a
     """The config of a problem, its kernel set chosen by select.select from the band, the mode and ``sizes``
     (None: not known yet; then ``gqa_group``, Hq / Hkv or None, says whether it has GQA); ``varlen``: packed
     sequences."""
-    mask = MaskSpec(bool(causal), alignment, band_left, band_right)
+    mask = caller_mask(causal, alignment, band_left, band_right)
     key = select(dtype, arch, head_dim_qk, head_dim_v, mask, deterministic, sizes=sizes, gqa_group=gqa_group,
                  varlen=varlen)
     return KernelConfig(dtype, head_dim_qk, head_dim_v, bool(causal), alignment, arch, key)
@@ -166,8 +167,8 @@ class CompiledBackward:
         check_workspace(workspace, workspace_regions(self.cfg, batch, heads, seq_q, seq_kv, tokens_q=tokens_q),
                         q.device)
         check_side_inputs(t, sizes, check_lengths)
-        problem = Problem(batch, heads, heads_kv, seq_q, seq_kv, scale, band_left, band_right, deterministic,
-                          frozenset(t.optional), tokens_q=tokens_q, tokens_kv=tokens_kv)
+        problem = Problem(batch, heads, heads_kv, seq_q, seq_kv, scale, self.cfg.mask(band_left, band_right),
+                          deterministic, frozenset(t.optional), tokens_q=tokens_q, tokens_kv=tokens_kv)
         launch = self._launches.get(problem)
         if launch is None:
             if len(self._launches) >= MAX_BOUND_LAUNCHES:
@@ -186,7 +187,7 @@ class CompiledBackward:
         """This set or the twin that select.select picks for the problem (a dq_gemm set only where this config's
         workspace holds the dS region)."""
         c = self.cfg
-        key = select(c.dtype, c.arch, c.head_dim_qk, c.head_dim_v, problem_mask(c, p), p.deterministic,
+        key = select(c.dtype, c.arch, c.head_dim_qk, c.head_dim_v, p.mask, p.deterministic,
                      sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv), ds_workspace=c.key.dq_gemm,
                      varlen=c.key.varlen)
         if key == c.key:

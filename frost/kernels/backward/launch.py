@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Mapping, NamedTuple
 from frost.kernels import optional_inputs
 from frost.kernels.geometry import LOG2_E
 from frost.kernels.graph_replay import GraphReplay, replay_enabled
-from frost.kernels.mask import FLAG_ORDERED_DQ, MaskSpec
+from frost.kernels.mask import FLAG_ORDERED_DQ, mask_flags, runtime_bounds
 from frost.kernels.strides import htd_strides, strides_reader
 from frost.limits import packed_acc_rows, seq_pad
+from frost.spec import Mask
 
 if TYPE_CHECKING:
     from frost.kernels.packed import Packed
@@ -47,7 +48,7 @@ class BackwardTensors(NamedTuple):
 
 @dataclass(frozen=True)
 class Problem:
-    """The per-plan values of a backward: sizes, scale, band, and which optional tensors a call passes (their
+    """The per-plan values of a backward: sizes, scale, mask, and which optional tensors a call passes (their
     frost.spec roles)."""
 
     batch: int
@@ -56,21 +57,15 @@ class Problem:
     seq_q: int
     seq_kv: int
     scale: float
-    band_left: int | None = None
-    band_right: int | None = None
+    mask: Mask = Mask()
     deterministic: bool = False
     optional: frozenset[str] = frozenset()
     tokens_q: int = 0           # a packed (varlen) problem's tokens: seq_q and seq_kv are then its max_seqlens
     tokens_kv: int = 0
 
 
-def problem_mask(cfg, p: Problem) -> MaskSpec:
-    """A problem's mask on a compiled config (causality and alignment are compiled in, the band is per problem)."""
-    return MaskSpec(cfg.causal, cfg.alignment, p.band_left, p.band_right)
-
-
-def _flags(mask: MaskSpec, p: Problem, ordered: bool) -> int:
-    return mask.flags() | (FLAG_ORDERED_DQ if ordered else 0) | optional_inputs.flags(p.optional)
+def _flags(p: Problem, ordered: bool) -> int:
+    return mask_flags(p.mask) | (FLAG_ORDERED_DQ if ordered else 0) | optional_inputs.flags(p.optional)
 
 
 class Launch:
@@ -78,10 +73,9 @@ class Launch:
     BackwardTensors."""
 
     def __init__(self, kernels, cfg, p: Problem, graph_replay: bool | None = None):
-        mask = problem_mask(cfg, p)
-        left, right = mask.bounds()
+        left, right = runtime_bounds(p.mask)
         self.kernels = kernels
-        flags, scale = _flags(mask, p, cfg.key.ordered), float(p.scale)
+        flags, scale = _flags(p, cfg.key.ordered), float(p.scale)
         self.empty = p.batch == 0 or p.heads == 0
         # the chain writes its optional outputs (dsink) in its preprocess and convert, which run only when there
         # are query rows
@@ -123,7 +117,7 @@ class Launch:
 
     def arguments(self, t: BackwardTensors, seq_major: bool = False) -> tuple:
         """chain.BackwardChain's arguments but the stream, in its order: the tensors' pointers and strides, this
-        problem's sizes, scale, band and flags. Absent optional inputs get a stand-in address (never dereferenced:
+        problem's sizes, scale, mask bounds and flags. Absent optional inputs get a stand-in address (never dereferenced:
         their flag is off)."""
         q, k, v, o, do, lse, dq, dk, dv, workspace, optional, packed = t
         delta = workspace["delta"].data_ptr()

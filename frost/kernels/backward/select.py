@@ -19,7 +19,8 @@ from frost.kernels.arch import arch_config
 from frost.kernels.backward import catalogue as cat
 from frost.kernels.backward.ds_workspace import dq_gemm_fits
 from frost.kernels.backward.tiles import TileConfig
-from frost.kernels.mask import MaskSpec
+from frost.kernels.mask import runtime_bounds
+from frost.spec import Mask
 from frost.limits import pad_head_dim
 
 DTYPES = ("float16", "bfloat16")
@@ -86,21 +87,21 @@ def tile_key(t: TileConfig) -> str:
             f":a{int(t.atom_skip)}{t.dq_skip_parts}:e{t.lean_refill}{int(t.async_zfill)}")
 
 
-def orders_dq(tile: TileConfig, mask: MaskSpec, deterministic: bool) -> bool:
+def orders_dq(tile: TileConfig, mask: Mask, deterministic: bool) -> bool:
     """Whether a problem adds dQ in KV-tile order: in deterministic mode always; in the default mode on bands of
     L + R <= ORDERED_BAND at the pad, where the tile writes dQ directly. Either way the result is bitwise
     reproducible."""
-    left, right = mask.bounds()
+    left, right = runtime_bounds(mask)
     return deterministic or (tile.dq_direct and left + right <= cat.ORDERED_BAND.get(tile.head_dim_pad, -1))
 
 
-def narrow_band_set(tile: TileConfig, mask: MaskSpec) -> bool:
+def narrow_band_set(tile: TileConfig, mask: Mask) -> bool:
     """Whether an ordered problem runs on the narrow-band set, in either mode: a band the default mode orders at a
     pad that has that set."""
     return orders_dq(tile, mask, False) and cat.has_narrow_set(tile.head_dim_pad, tile.head_dim_v_pad)
 
 
-def wants_dq_gemm(tile: TileConfig, mask: MaskSpec, deterministic: bool) -> bool:
+def wants_dq_gemm(tile: TileConfig, mask: Mask, deterministic: bool) -> bool:
     """Whether a problem should run on a dq_gemm set: a pad with one, a wide band (on the narrow bands the default
     mode orders, a dS workspace of the whole score matrix would be mostly unused), in deterministic mode or at the
     pads whose default mode takes it too."""
@@ -119,7 +120,7 @@ class Sizes:
     seq_kv: int
 
 
-def select(dtype: str, arch: str, head_dim_qk: int, head_dim_v: int, mask: MaskSpec, deterministic: bool, *,
+def select(dtype: str, arch: str, head_dim_qk: int, head_dim_v: int, mask: Mask, deterministic: bool, *,
            sizes: Sizes | None = None, gqa_group: int | None = None, ds_workspace: bool = True,
            varlen: bool = False) -> KernelKey:
     """The kernel set of a problem (see the top). ``sizes``: the problem's (None: not known yet, then ``gqa_group``

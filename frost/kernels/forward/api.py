@@ -11,7 +11,7 @@ elements and every base 16-byte aligned; lse (B, Hq, Sq) fp32, any strides, rece
 sink term. Hq is a multiple of Hkv (query head h reads kv head h // (Hq / Hkv)). Runtime features, none of which
 changes the compiled code:
 
-- ``causal`` / ``alignment`` / ``band_left`` / ``band_right``: the mask (mask.MaskSpec: causal means band_right
+- ``causal`` / ``alignment`` / ``band_left`` / ``band_right``: the mask (frost.spec.Mask: causal means band_right
   defaults to 0; None is unbounded; the alignment anchors the diagonal, bottom-right at j = i + skv_b - sq_b).
 - ``seq_len_q`` / ``seq_len_kv``: int32 (B,) device tensors of per-batch lengths (clamped to [0, S] in the kernel;
   checked only with ``check_lengths=True``, which synchronizes). Padded rows get O = 0 and LSE = -inf.
@@ -20,9 +20,9 @@ changes the compiled code:
 
 A call allocates nothing and never synchronizes (one launch through TVM-FFI), so it can be captured in a CUDA
 graph. Rows past Sq are not written; a (B, H, 0) problem launches nothing. A call gathers its tensors into one
-launch.ForwardTensors, checks them (checks.py), then runs a launch.BoundForward bound to its scale and mask
-(launch.ForwardMask); callers that check the tensors themselves (the engine) bind once with
-``fwd.bind(mask)`` and call the result with each call's ForwardTensors."""
+launch.ForwardTensors, checks them (checks.py), then runs a launch.BoundForward bound to its scale and mask;
+callers that check the tensors themselves (the engine) bind once with ``fwd.bind(scale, mask)`` and call the
+result with each call's ForwardTensors."""
 
 from __future__ import annotations
 
@@ -31,11 +31,13 @@ from dataclasses import dataclass
 from frost.errors import TensorError
 from frost.kernels.forward.checks import check_call, check_scale
 from frost.kernels.forward.compile import get_forward_kernel
-from frost.kernels.forward.launch import BoundForward, ForwardMask, ForwardTensors, mask_values
+from frost.kernels.forward.launch import BoundForward, ForwardTensors
 from frost.kernels.forward.select import DTYPES, ForwardKey, select
 from frost.kernels.geometry import LOG2_E
 from frost.kernels.optional_inputs import given
+from frost.kernels.mask import mask_flags, runtime_bounds
 from frost.kernels.packed import Packed
+from frost.spec import Mask, caller_mask
 
 
 @dataclass(frozen=True)
@@ -91,11 +93,12 @@ class CompiledForward:
         optional tensors by frost.spec role (seq_len_q, seq_len_kv, sink; None: not given)."""
         t = ForwardTensors(q, k, v, o, lse, given("forward", optional, "CompiledForward"), packed)
         check_call(self.cfg, t, check_lengths)
-        self.bind(ForwardMask(scale, causal, alignment, band_left, band_right))(t, stream)
+        self.bind(scale, caller_mask(causal, alignment, band_left, band_right))(t, stream)
 
-    def bind(self, mask: ForwardMask) -> BoundForward:
-        """A launch with ``mask`` fixed, for callers that have checked the tensors themselves (the engine, whose
-        executor checks them against the plan): a call then only reads pointers, sizes and strides."""
-        check_scale(mask.scale)
-        left, right, flags = mask_values(mask)
-        return BoundForward(self.kernel.forward, self.cfg, float(mask.scale) * LOG2_E, left, right, flags)
+    def bind(self, scale: float, mask: Mask) -> BoundForward:
+        """A launch with the scale and the mask fixed, for callers that have checked the tensors themselves (the
+        engine, whose executor checks them against the plan): a call then only reads pointers, sizes and
+        strides."""
+        check_scale(scale)
+        return BoundForward(self.kernel.forward, self.cfg, float(scale) * LOG2_E, runtime_bounds(mask),
+                            mask_flags(mask))

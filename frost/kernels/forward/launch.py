@@ -13,9 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping, NamedTuple
 
-from frost.errors import TensorError
 from frost.kernels import optional_inputs
-from frost.kernels.mask import MaskSpec
 from frost.kernels.strides import htd_strides, strides_reader
 
 if TYPE_CHECKING:
@@ -38,35 +36,13 @@ class ForwardTensors(NamedTuple):
 
 
 @dataclass(frozen=True)
-class ForwardMask:
-    """What a plan fixes for every call of its forward: the softmax scale and the mask (mask.MaskSpec's rules)."""
-    scale: float
-    causal: bool = False
-    alignment: str = "top_left"
-    band_left: int | None = None
-    band_right: int | None = None
-
-
-def mask_values(mask: ForwardMask) -> tuple[int, int, int]:
-    """(band_left, band_right, alignment flags) the kernel takes, from the caller's mask keywords."""
-    try:
-        spec = MaskSpec(bool(mask.causal), mask.alignment, mask.band_left, mask.band_right)
-    except ValueError as e:
-        raise TensorError("mask", (mask.causal, mask.alignment, mask.band_left, mask.band_right), "see detail",
-                          str(e)) from None
-    left, right = spec.bounds()
-    return left, right, spec.flags()
-
-
-@dataclass(frozen=True)
 class BoundForward:
     """``bound(tensors, stream=None)`` enqueues the forward of one call's ForwardTensors (nothing for an empty
     problem: rows past Sq are not written)."""
     launch: object          # the compiled host entry
     cfg: ForwardConfig
     scale_log2: float
-    band_left: int
-    band_right: int
+    bounds: tuple[int, int]  # the mask's runtime bounds (mask.runtime_bounds)
     flags: int              # the mask's flags; the optional inputs' flags are added per call
 
     def __call__(self, tensors: ForwardTensors, stream=None, seq_major: bool = False) -> None:
@@ -109,7 +85,7 @@ class BoundForward:
         return (q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), lse.data_ptr(), *optional_pointers,
                 stand_in if packed is None else packed.cu_seqlens_q.data_ptr(),
                 stand_in if packed is None else packed.cu_seqlens_kv.data_ptr(),
-                *sizes, *strides, self.scale_log2, self.band_left, self.band_right, flags)
+                *sizes, *strides, self.scale_log2, *self.bounds, flags)
 
 
 def _raw_stream(stream) -> int:

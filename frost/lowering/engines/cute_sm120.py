@@ -48,12 +48,12 @@ def _forward_launchers(kernel, op, facts: Facts):
     (B, S, H, D) order (Lowering.run_seq_major), both calling the kernel (a CompiledForward, or a test fake that
     records its calls) bound once to the plan's scale and mask. The executor has checked every tensor against the
     plan before run, so a call only gathers its tensors into one launch.ForwardTensors and launches."""
-    from frost.kernels.forward.launch import ForwardMask, ForwardTensors
+    from frost.kernels.forward.launch import ForwardTensors
 
     ins, outs = op.inputs, op.outputs
     operands = itemgetter(ins.q, ins.k, ins.v, outs.o, outs.lse)
     optional = spec.optional_ports("forward", ins, outs)
-    bound = kernel.bind(ForwardMask(facts.attn_scale, op.causal, op.alignment, op.band_left, op.band_right))
+    bound = kernel.bind(facts.attn_scale, facts.mask)
     lengths = call_lengths(ins, facts)
 
     def run(tensors: dict, workspace: dict, stream, seq_major: bool = False) -> None:
@@ -70,28 +70,28 @@ def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
     return (-(-facts.seq_kv // cfg.tile.n_block), facts.heads_kv, facts.batch)
 
 
-def _config(op, facts: Facts, arch: str, problem):
-    """The plan's config: causal and alignment, and the kernel set select.select picks for the plan's problem
-    (its band, mode, GQA group and sizes: a dq_gemm set's problem whose dS workspace would pass
+def _config(facts: Facts, arch: str, problem):
+    """The plan's config: the kernel set select.select picks for the plan's problem (its mask, mode, GQA group
+    and sizes: a dq_gemm set's problem whose dS workspace would pass
     DQ_GEMM_MAX_BYTES runs on the ordered or atomic set). The plan names, compiles and persists that set, and the
     launch runs it as given."""
     from frost.kernels.backward import api
     from frost.kernels.backward.select import Sizes
 
     p = problem
-    return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, bool(op.causal), facts.alignment,
-                             arch, band_left=op.band_left, band_right=op.band_right, deterministic=p.deterministic,
-                             sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv), varlen=facts.varlen)
+    return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, arch=arch, **facts.mask.keywords(),
+                             deterministic=p.deterministic, sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv),
+                             varlen=facts.varlen)
 
 
 def _problem(op, facts: Facts, scratch: tuple[str, ...]):
-    """The plan's launch.Problem: its sizes, scale, band, mode and which optional tensors its calls pass (the op's,
+    """The plan's launch.Problem: its sizes, scale, mask, mode and which optional tensors its calls pass (the op's,
     and the ``scratch`` outputs the engine adds)."""
     from frost.kernels.backward.launch import Problem
 
     passed = frozenset(spec.optional_ports("backward", op.inputs, op.outputs)) | set(scratch)
     return Problem(facts.batch, facts.heads_q, facts.heads_kv, facts.seq_q, facts.seq_kv, facts.attn_scale,
-                   op.band_left, op.band_right, facts.deterministic, passed,
+                   facts.mask, facts.deterministic, passed,
                    tokens_q=facts.tokens_q if facts.varlen else 0, tokens_kv=facts.tokens_kv if facts.varlen else 0)
 
 
@@ -120,7 +120,7 @@ class CuteSm120Engine:
         arch = TARGET_ARCHS[target]
         scratch = _scratch_outputs(op)
         problem = _problem(op, facts, scratch)
-        cfg = _config(op, facts, arch, problem)
+        cfg = _config(facts, arch, problem)
         key = compile_key(ENGINE, api.compile_key(cfg), facts, op_signatures(graph, op))
         compiler = get_compiler(ENGINE)
         kernel = compiler.bind(compiled_kernel(compiler, KernelUnit(ENGINE, key, arch, cfg)), cfg)

@@ -13,13 +13,12 @@ from frost.lowering.plan import KernelLaunch, Lowering
 def reference_key(facts: Facts) -> str:
     kind = "|forward" if facts.op == "sdpa_forward" else ""
     kind += "|varlen" if facts.varlen else ""
-    return (f"reference{kind}|{facts.dtype}|d{facts.head_dim_qk}x{facts.head_dim_v}|{facts.mask}|{facts.alignment}"
+    return (f"reference{kind}|{facts.dtype}|d{facts.head_dim_qk}x{facts.head_dim_v}|{facts.mask}"
             f"|g{facts.gqa_group}|{feature_tag(facts)}")
 
 
 def _options(op, facts: Facts) -> dict:
-    return dict(scale=facts.attn_scale, causal=op.causal, alignment=op.alignment, band_left=op.band_left,
-                band_right=op.band_right)
+    return dict(scale=facts.attn_scale, **facts.mask.keywords())
 
 
 def _optional_args(kind: spec.Kind, ins) -> dict[str, str]:
