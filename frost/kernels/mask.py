@@ -9,6 +9,10 @@ no test: the preprocess gives them LSE = +inf and their Q/dO are zero-filled, so
 - no mask: (L, R) = (NO_BOUND, NO_BOUND); causal: (NO_BOUND, 0); right-band widening: (NO_BOUND, R);
   sliding window: (L, 0) or (L, R).
 
+The host turns a frost.spec.Mask into (L, R) (``runtime_bounds``) and its alignment flag (``mask_flags``); a kernel
+entry packs (L, R) into one ``MaskBounds`` that every kernel passes on untouched to ``make_mask``, so a new mask
+value changes this file, the entries and the launchers, not the kernels between them.
+
 Everything is a runtime value (lengths, bounds, alignment): one compiled kernel serves every mask kind; only
 tiles that straddle a bound spend work on the predicate (``tile_needs_mask``), and the query-tile walk of a KV
 tile is trimmed to the rows the band and the lengths can reach (``m_block_range``), so a window-W backward
@@ -66,13 +70,41 @@ def main_writes_dq(dq_direct: bool, ordered: bool) -> bool:
     return dq_direct and ordered
 
 
+@dataclass(frozen=True)
+class MaskBounds:
+    """Device side: the mask's runtime bounds (L, R), the host's ``runtime_bounds``, as one value that a kernel
+    entry builds from its arguments and every kernel passes on untouched to ``make_mask`` (a kernel parameter of
+    this type is its two Int32 values, in order)."""
+
+    left: Int32
+    right: Int32
+
+    def __extract_mlir_values__(self):
+        return [*cutlass.extract_mlir_values(self.left), *cutlass.extract_mlir_values(self.right)]
+
+    def __new_from_mlir_values__(self, values):
+        left, right = values
+        return MaskBounds(cutlass.new_from_mlir_values(self.left, [left]),
+                          cutlass.new_from_mlir_values(self.right, [right]))
+
+    def unbounded_left(self):
+        return self.left >= NO_BOUND
+
+    def bounded_right(self):
+        return self.right < NO_BOUND
+
+    def causal_like(self):
+        """No left bound and a right one: the later query rows see the most keys."""
+        return self.unbounded_left() & self.bounded_right()
+
+
 @cute.jit
-def make_mask(sq: Int32, skv: Int32, band_left: Int32, band_right: Int32, flags: Int32) -> "AttentionMask":
-    """The mask of one batch from its lengths and the runtime band / alignment values."""
+def make_mask(sq: Int32, skv: Int32, bounds: MaskBounds, flags: Int32) -> "AttentionMask":
+    """The mask of one batch from its lengths, the runtime bounds and the alignment flag."""
     diag = Int32(0)
     if (flags & FLAG_BOTTOM_RIGHT) != 0:
         diag = skv - sq
-    return AttentionMask(sq, skv, diag - band_left, diag + band_right)
+    return AttentionMask(sq, skv, diag - bounds.left, diag + bounds.right)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from frost.kernels.backward.chain import BackwardChain
 from frost.kernels.backward.dq_convert import DqConvertKernel
 from frost.kernels.backward.dq_gemm import DqGemmKernel
 from frost.kernels.backward.launch import LOG2_E, BackwardTensors, Launch, Problem
-from frost.kernels.mask import (FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_SEQ_KV, NO_BOUND,
+from frost.kernels.mask import (FLAG_BOTTOM_RIGHT, FLAG_ORDERED_DQ, FLAG_SEQ_KV, NO_BOUND, MaskBounds,
                                 main_writes_dq)
 from frost.kernels.backward.preprocess import PreprocessKernel
 from frost.spec import kernel_flag
@@ -85,8 +85,9 @@ def test_the_chain_hands_each_kernel_its_declared_arguments():
         args = values | {"seqlen_q": seq_q, "seqlen_kv": seq_kv}
         BackwardChain.__call__.__wrapped__(chain, *(args[n] for n in chain_params))
         assert set(calls) == ran
+        passed = args | {"bounds": MaskBounds(args["band_left"], args["band_right"])}   # the mask's, as one value
         for name, got in calls.items():
-            assert got == {p: args[p] for p in _params(KERNELS[name])}, name
+            assert got == {p: passed[p] for p in _params(KERNELS[name])}, name
     # a dq_gemm set's dQ kernel runs after the main kernel whenever there are query rows (without keys it writes
     # the zeros)
     for seq_q, seq_kv, ran in ((100, 140, True), (0, 140, False), (100, 0, True)):
@@ -97,7 +98,8 @@ def test_the_chain_hands_each_kernel_its_declared_arguments():
         BackwardChain.__call__.__wrapped__(chain, *(args[n] for n in chain_params))
         assert ("dq_gemm" in calls) == ran and "dq_convert" not in calls
         if ran:
-            assert calls["dq_gemm"] == {p: args[p] for p in _params(DqGemmKernel)}
+            passed = args | {"bounds": MaskBounds(args["band_left"], args["band_right"])}
+            assert calls["dq_gemm"] == {p: passed[p] for p in _params(DqGemmKernel)}
 
 
 def test_a_set_whose_main_kernel_writes_dq_converts_only_for_dsink():

@@ -42,10 +42,14 @@ FLAG_BOTTOM_RIGHT, NO_BOUND, AttentionMask, make_mask = (_MASK.FLAG_BOTTOM_RIGHT
                                                          _MASK.make_mask)
 
 
+def _bounds(left, right):
+    """The kernels' MaskBounds of a band (None: unbounded)."""
+    return _MASK.MaskBounds(NO_BOUND if left is None else left, NO_BOUND if right is None else right)
+
+
 def _mask(sq, skv, left, right, bottom_right):
     flags = FLAG_BOTTOM_RIGHT if bottom_right else 0
-    return make_mask.__wrapped__(sq, skv, NO_BOUND if left is None else left,
-                                 NO_BOUND if right is None else right, flags)
+    return make_mask.__wrapped__(sq, skv, _bounds(left, right), flags)
 
 
 def _in_band(sq, skv, left, right, bottom_right, i, j):
@@ -135,8 +139,7 @@ def test_block_order_puts_kv_tiles_slowest_for_causal_walks_and_unbounded_ordere
 
     n_kv, heads_kv, batch = 5, 3, 2
     flags_in = FLAG_ORDERED_DQ if ordered else 0
-    grid, flags = block_order.__wrapped__(n_kv, heads_kv, batch, NO_BOUND if left is None else left,
-                                          NO_BOUND if right is None else right, flags_in)
+    grid, flags = block_order.__wrapped__(n_kv, heads_kv, batch, _bounds(left, right), flags_in)
     grid, flags = tuple(int(g) for g in grid), int(flags)
     assert bool(flags & FLAG_KV_SLOWEST) == kv_slowest and flags & ~FLAG_KV_SLOWEST == flags_in
     launch = []  # (KV tile, kv head, batch) in linear block order, x fastest (kv_tile_of_block's mapping)
@@ -149,7 +152,7 @@ def test_block_order_puts_kv_tiles_slowest_for_causal_walks_and_unbounded_ordere
         for b in range(batch):
             assert [n for n, hh, bb in launch if (hh, bb) == (h, b)] == list(range(n_kv))
     # past the grid's y/z limit the KV tiles stay in x
-    grid, flags = block_order.__wrapped__(MAX_GRID_YZ + 1, 1, 1, NO_BOUND, 0, flags_in)
+    grid, flags = block_order.__wrapped__(MAX_GRID_YZ + 1, 1, 1, _bounds(None, 0), flags_in)
     assert int(grid[0]) == MAX_GRID_YZ + 1 and not int(flags) & FLAG_KV_SLOWEST
 
 
@@ -169,8 +172,7 @@ def test_dq_gemm_block_order_deals_the_longest_walks_out_first(left, right, bott
     n_groups, heads, batch, group_rows, kv_tile = 6, 3, 2, 64, 32
     sq, skv = n_groups * group_rows - 10, n_groups * group_rows - 30
     flags_in = FLAG_BOTTOM_RIGHT if bottom_right else 0
-    grid, flags = ordering.dq_gemm_block_order.__wrapped__(n_groups, heads, batch, NO_BOUND if left is None else left,
-                                                           NO_BOUND if right is None else right, flags_in)
+    grid, flags = ordering.dq_gemm_block_order.__wrapped__(n_groups, heads, batch, _bounds(left, right), flags_in)
     grid, flags = tuple(int(g) for g in grid), int(flags)
     assert bool(flags & FLAG_Q_TILES_DOWN) == down and flags & ~FLAG_Q_TILES_DOWN == flags_in
     launch = [tuple(int(v) for v in ordering.q_tile_of_block.__wrapped__((x, y, z), grid[2], flags))
@@ -187,7 +189,7 @@ def test_dq_gemm_block_order_deals_the_longest_walks_out_first(left, right, bott
     else:
         assert [g for g, _, _ in launch][:n_groups] == list(range(n_groups))
     # past the grid's z limit the query tiles stay in x, ascending
-    grid, flags = ordering.dq_gemm_block_order.__wrapped__(ordering.MAX_GRID_YZ + 1, 1, 1, NO_BOUND, 0, 0)
+    grid, flags = ordering.dq_gemm_block_order.__wrapped__(ordering.MAX_GRID_YZ + 1, 1, 1, _bounds(None, 0), 0)
     assert int(grid[0]) == ordering.MAX_GRID_YZ + 1 and not int(flags) & FLAG_Q_TILES_DOWN
 
 

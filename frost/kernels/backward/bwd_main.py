@@ -50,7 +50,7 @@ from cutlass.cute.nvgpu import warp
 
 from frost.kernels import cute_utils as cutil
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
-from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SEQ_KV, batch_length
+from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SEQ_KV, MaskBounds, batch_length
 from frost.kernels.backward.ordering import block_order, dq_order_peek, dq_order_wait, kv_tile_of_block
 from frost.kernels.backward.rowwise import packed_acc_layout, segment_acc
 from frost.kernels.segments import rebased, segment
@@ -97,8 +97,8 @@ class BwdMainKernel(MainSetup, MainDq):
                  q_sb: Int64, q_sh: Int64, q_ss: Int64, k_sb: Int64, k_sh: Int64, k_ss: Int64,
                  v_sb: Int64, v_sh: Int64, v_ss: Int64, do_sb: Int64, do_sh: Int64, do_ss: Int64,
                  dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, dk_sb: Int64, dk_sh: Int64, dk_ss: Int64,
-                 dv_sb: Int64, dv_sh: Int64, dv_ss: Int64, scale: Float32, scale_log2: Float32, band_left: Int32,
-                 band_right: Int32, flags: Int32, stream: cuda.CUstream):
+                 dv_sb: Int64, dv_sh: Int64, dv_ss: Int64, scale: Float32, scale_log2: Float32, bounds: MaskBounds,
+                 flags: Int32, stream: cuda.CUstream):
         def bhsd(p, h, s, d, sb, sh, ss):
             return cutil.bhsd_tensor(p, batch, h, s, d, sb, sh, ss)
 
@@ -129,11 +129,10 @@ class BwdMainKernel(MainSetup, MainDq):
         smem = self._smem_layouts()
         storage_cls = self._storage_cls(smem)
         self.smem_bytes = storage_cls.size_in_bytes()
-        grid, flags = block_order(cute.ceil_div(seqlen_kv, self.N), heads_kv, batch, band_left, band_right,
-                                   flags)
+        grid, flags = block_order(cute.ceil_div(seqlen_kv, self.N), heads_kv, batch, bounds, flags)
         self.kernel(t.Q, t.K, t.V, t.dO, t.LSE2, t.Delta, t.dQacc, t.dQ, t.dK, t.dV, t.SeqQ, t.SeqKV, t.Sem,
-                    t.CuQ, t.CuKV, tokens_q, tokens_kv, heads // heads_kv, scale, scale_log2, band_left, band_right,
-                    flags, storage_cls).launch(
+                    t.CuQ, t.CuKV, tokens_q, tokens_kv, heads // heads_kv, scale, scale_log2, bounds, flags,
+                    storage_cls).launch(
             grid=grid, block=[self.num_threads, 1, 1], stream=stream, min_blocks_per_mp=self.tile.min_blocks,
             smem=launch_smem_bytes(self.arch, self.smem_bytes), preferred_smem_carveout=100)
 
@@ -168,10 +167,10 @@ class BwdMainKernel(MainSetup, MainDq):
                mDelta: cute.Tensor, mdQacc: cute.Tensor, mdQ: cute.Tensor, mdK: cute.Tensor, mdV: cute.Tensor,
                mSeqQ: cute.Tensor, mSeqKV: cute.Tensor, mSem: cute.Tensor, mCuQ: cute.Tensor, mCuKV: cute.Tensor,
                tokens_q: Int32, tokens_kv: Int32, group: Int32, scale: Float32, scale_log2: Float32,
-               band_left: Int32, band_right: Int32, flags: Int32, storage_cls: cutlass.Constexpr):
+               bounds: MaskBounds, flags: Int32, storage_cls: cutlass.Constexpr):
         args = SimpleNamespace(Q=mQ, K=mK, V=mV, dO=mdO, LSE2=mLSE2, Delta=mDelta, dQacc=mdQacc, dQ=mdQ, dK=mdK,
-                               dV=mdV, SeqQ=mSeqQ, SeqKV=mSeqKV, Sem=mSem, group=group, band_left=band_left,
-                               band_right=band_right, flags=flags, scale=scale, scale_log2=scale_log2, CuQ=mCuQ,
+                               dV=mdV, SeqQ=mSeqQ, SeqKV=mSeqKV, Sem=mSem, group=group, bounds=bounds,
+                               flags=flags, scale=scale, scale_log2=scale_log2, CuQ=mCuQ,
                                CuKV=mCuKV, tokens_q=tokens_q, tokens_kv=tokens_kv)
         self._body(args, storage_cls)
 

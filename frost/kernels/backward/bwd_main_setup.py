@@ -26,7 +26,7 @@ class MainSetup:
         n_block, head_kv, batch = kv_tile_of_block(a.flags)
         seqlen_q = batch_length(a.SeqQ, a.flags, FLAG_SEQ_Q, batch, a.Q.shape[2])
         seqlen_kv = batch_length(a.SeqKV, a.flags, FLAG_SEQ_KV, batch, a.K.shape[2])
-        mask = make_mask(seqlen_q, seqlen_kv, a.band_left, a.band_right, a.flags)
+        mask = make_mask(seqlen_q, seqlen_kv, a.bounds, a.flags)
         g = self._gmem_views(a.Q, a.K, a.V, a.dK, a.dV, batch, head_kv, n_block)
         q_side = SimpleNamespace(Q=a.Q, dO=a.dO, LSE2=a.LSE2, Delta=a.Delta, dQacc=a.dQacc, dQ=a.dQ, Sem=a.Sem,
                                  batch=batch, dq_scale=a.scale)

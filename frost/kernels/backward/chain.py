@@ -15,6 +15,7 @@ import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32, Int64
 
+from frost.kernels.mask import MaskBounds
 from frost.spec import kernel_flag
 
 
@@ -41,22 +42,22 @@ class BackwardChain:
                  dv_sb: Int64, dv_sh: Int64, dv_ss: Int64,
                  scale: Float32, scale_log2: Float32, band_left: Int32, band_right: Int32, flags: Int32,
                  stream: cuda.CUstream):
+        bounds = MaskBounds(band_left, band_right)
         if seqlen_q > 0:
             self.preprocess(pO, pdO, pLSE, pDlse, pLSE2, pDelta, pdQacc, pdQ, pSeqQ, pSeqKV, pSink, pDsinkPart, pSem,
                             pCuQ, pCuKV, batch, heads, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v,
-                            tokens_q, tokens_kv, acc_rows, band_left,
-                            band_right, flags, o_sb, o_sh, o_ss, do_sb, do_sh, do_ss, lse_sb, lse_sh, lse_ss,
+                            tokens_q, tokens_kv, acc_rows, bounds, flags, o_sb, o_sh, o_ss, do_sb, do_sh, do_ss, lse_sb, lse_sh, lse_ss,
                             dlse_sb, dlse_sh, dlse_ss, dq_sb, dq_sh, dq_ss, stream)
         if seqlen_kv > 0:
             self.main(pQ, pK, pV, pdO, pLSE2, pDelta, pdQacc, pdQ, pdK, pdV, pSeqQ, pSeqKV, pSem, pCuQ, pCuKV, batch,
                       heads, heads_kv, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, tokens_q, tokens_kv,
                       acc_rows, q_sb, q_sh, q_ss, k_sb, k_sh,
                       k_ss, v_sb, v_sh, v_ss, do_sb, do_sh, do_ss, dq_sb, dq_sh, dq_ss, dk_sb, dk_sh, dk_ss, dv_sb,
-                      dv_sh, dv_ss, scale, scale_log2, band_left, band_right, flags, stream)
+                      dv_sh, dv_ss, scale, scale_log2, bounds, flags, stream)
         if cutlass.const_expr(self.dq_gemm is not None):
             if seqlen_q > 0:  # (also without keys: it writes the zeros)
                 self.dq_gemm(pdQacc, pK, pdQ, pSeqQ, pSeqKV, batch, heads, heads_kv, seqlen_q, seqlen_kv, seqlen_q_pad,
-                             head_dim, k_sb, k_sh, k_ss, dq_sb, dq_sh, dq_ss, scale, band_left, band_right, flags,
+                             head_dim, k_sb, k_sh, k_ss, dq_sb, dq_sh, dq_ss, scale, bounds, flags,
                              stream)
         # where the main kernel wrote dQ, the convert kernel only reduces dsink (when there is one)
         run_convert = seqlen_q > 0

@@ -42,7 +42,7 @@ from cutlass.cute.nvgpu import warp
 from frost.kernels import cute_utils as cutil
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.backward.bwd_main import smem_storage
-from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
+from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, MaskBounds, batch_length, make_mask
 from frost.kernels.backward.ordering import dq_gemm_block_order, q_tile_of_block
 from frost.kernels.backward.ds_workspace import MAIN_KN
 from frost.kernels.backward.tiles import DQ_GEMM_QM as QM, DqGemmTile
@@ -84,17 +84,16 @@ class DqGemmKernel:
     def __call__(self, pdQacc: cute.Pointer, pK: cute.Pointer, pdQ: cute.Pointer, pSeqQ: cute.Pointer,
                  pSeqKV: cute.Pointer, batch: Int32, heads: Int32, heads_kv: Int32, seqlen_q: Int32,
                  seqlen_kv: Int32, seqlen_q_pad: Int32, head_dim: Int32, k_sb: Int64, k_sh: Int64, k_ss: Int64,
-                 dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, scale: Float32, band_left: Int32, band_right: Int32,
+                 dq_sb: Int64, dq_sh: Int64, dq_ss: Int64, scale: Float32, bounds: MaskBounds,
                  flags: Int32, stream: cuda.CUstream):
         mdsT = ds_workspace(cute.recast_ptr(pdQacc, dtype=self.dtype), batch, heads, seqlen_kv,
                             cute.assume(seqlen_q_pad, divby=128), self.keys_major)
         storage_cls = self._storage_cls()
-        grid, flags = dq_gemm_block_order(cute.ceil_div(seqlen_q, QM * self.t.tiles), heads, batch, band_left,
-                                          band_right, flags)
+        grid, flags = dq_gemm_block_order(cute.ceil_div(seqlen_q, QM * self.t.tiles), heads, batch, bounds, flags)
         self.kernel(mdsT, cutil.bhsd_tensor(pK, batch, heads_kv, seqlen_kv, head_dim, k_sb, k_sh, k_ss),
                     cutil.bhsd_tensor(pdQ, batch, heads, seqlen_q, head_dim, dq_sb, dq_sh, dq_ss),
                     cute.make_tensor(pSeqQ, cute.make_layout(batch)), cute.make_tensor(pSeqKV, cute.make_layout(batch)),
-                    heads // heads_kv, scale, band_left, band_right, flags, storage_cls).launch(
+                    heads // heads_kv, scale, bounds, flags, storage_cls).launch(
             grid=grid, block=[self.t.threads, 1, 1],
             stream=stream, smem=launch_smem_bytes(self.arch, self.t.smem_bytes(self.D)))
 
@@ -110,14 +109,14 @@ class DqGemmKernel:
     # ------------------------------------------------------------------------------------------------ the kernel
     @cute.kernel
     def kernel(self, mdsT: cute.Tensor, mK: cute.Tensor, mdQ: cute.Tensor, mSeqQ: cute.Tensor, mSeqKV: cute.Tensor,
-               group: Int32, scale: Float32, band_left: Int32, band_right: Int32, flags: Int32,
+               group: Int32, scale: Float32, bounds: MaskBounds, flags: Int32,
                storage_cls: cutlass.Constexpr):
         t = self.t
         tidx, _, _ = cute.arch.thread_idx()
         blk, head, batch = q_tile_of_block(cute.arch.block_idx(), cute.arch.grid_dim()[2], flags)
         seqlen_q = batch_length(mSeqQ, flags, FLAG_SEQ_Q, batch, mdQ.shape[2])
         seqlen_kv = batch_length(mSeqKV, flags, FLAG_SEQ_KV, batch, mK.shape[2])
-        mask = make_mask(seqlen_q, seqlen_kv, band_left, band_right, flags)
+        mask = make_mask(seqlen_q, seqlen_kv, bounds, flags)
         group_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx()) // t.tile_warps
         m_tile = blk * t.tiles + group_idx
         own_begin, own_end = mask.n_block_range(m_tile, self.main_kn, QM)  # the KV tiles that stored this tile's dS

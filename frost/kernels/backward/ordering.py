@@ -8,7 +8,7 @@ import cutlass.cute as cute
 from cutlass import Int32
 
 from frost.kernels import cute_utils as cutil
-from frost.kernels.mask import FLAG_KV_SLOWEST, FLAG_ORDERED_DQ, FLAG_Q_TILES_DOWN, NO_BOUND
+from frost.kernels.mask import FLAG_KV_SLOWEST, FLAG_ORDERED_DQ, FLAG_Q_TILES_DOWN, MaskBounds
 
 
 # Block order. Blocks are dealt out to the SMs in linear order (x fastest). A causal-like walk (no left bound, a
@@ -31,12 +31,12 @@ def _grid(n_tiles, heads, batch, tiles_slowest):
 
 
 @cute.jit
-def block_order(n_kv: Int32, heads_kv: Int32, batch: Int32, band_left: Int32, band_right: Int32, flags: Int32):
+def block_order(n_kv: Int32, heads_kv: Int32, batch: Int32, bounds: MaskBounds, flags: Int32):
     """Host side: the launch grid and the flags telling the kernel which order it was given (KV tiles slowest for
     causal-like walks and for ordered dQ without a left bound)."""
     kv_slowest = Int32(0)
     ordered = (flags & FLAG_ORDERED_DQ) != 0
-    if (band_left >= NO_BOUND) & ((band_right < NO_BOUND) | ordered) & (n_kv <= MAX_GRID_YZ):
+    if bounds.unbounded_left() & (bounds.bounded_right() | ordered) & (n_kv <= MAX_GRID_YZ):
         kv_slowest = Int32(1)
     return _grid(n_kv, heads_kv, batch, kv_slowest), flags | kv_slowest * FLAG_KV_SLOWEST
 
@@ -57,11 +57,10 @@ def kv_tile_of_block(flags: Int32):
 # from the last query tile down (longest job first). Elsewhere it keeps (query tiles, heads, batch) ascending
 # (bands, unmasked walks: walks of equal length).
 @cute.jit
-def dq_gemm_block_order(n_tiles: Int32, heads: Int32, batch: Int32, band_left: Int32, band_right: Int32,
-                        flags: Int32):
+def dq_gemm_block_order(n_tiles: Int32, heads: Int32, batch: Int32, bounds: MaskBounds, flags: Int32):
     """Host side: the dQ GEMM's launch grid and its flags (FLAG_Q_TILES_DOWN on causal-like walks)."""
     down = Int32(0)
-    if (band_left >= NO_BOUND) & (band_right < NO_BOUND) & (n_tiles <= MAX_GRID_YZ):
+    if bounds.causal_like() & (n_tiles <= MAX_GRID_YZ):
         down = Int32(1)
     return _grid(n_tiles, heads, batch, down), flags | down * FLAG_Q_TILES_DOWN
 

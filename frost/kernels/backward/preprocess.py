@@ -23,7 +23,7 @@ from cutlass import Float32, Int32, Int64
 
 from frost.kernels import cute_utils as cutil
 from frost.kernels.backward import rowwise as rw
-from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
+from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, MaskBounds, batch_length, make_mask
 from frost.kernels.segments import rebased, segment
 from frost.spec import kernel_flag
 
@@ -41,8 +41,8 @@ class PreprocessKernel(rw.RowwiseKernel):
                  pSeqKV: cute.Pointer, pSink: cute.Pointer, pDsinkPart: cute.Pointer, pSem: cute.Pointer,
                  pCuQ: cute.Pointer, pCuKV: cute.Pointer,
                  batch: Int32, heads: Int32, seqlen_q: Int32, seqlen_kv: Int32, seqlen_q_pad: Int32, head_dim: Int32,
-                 head_dim_v: Int32, tokens_q: Int32, tokens_kv: Int32, acc_rows: Int32, band_left: Int32,
-                 band_right: Int32, flags: Int32, o_sb: Int64, o_sh: Int64,
+                 head_dim_v: Int32, tokens_q: Int32, tokens_kv: Int32, acc_rows: Int32, bounds: MaskBounds,
+                 flags: Int32, o_sb: Int64, o_sh: Int64,
                  o_ss: Int64, do_sb: Int64, do_sh: Int64, do_ss: Int64, lse_sb: Int64, lse_sh: Int64, lse_ss: Int64,
                  dlse_sb: Int64, dlse_sh: Int64, dlse_ss: Int64, dq_sb: Int64, dq_sh: Int64, dq_ss: Int64,
                  stream: cuda.CUstream):
@@ -72,7 +72,7 @@ class PreprocessKernel(rw.RowwiseKernel):
         self.kernel(bhsd(pO, o_sb, o_sh, o_ss), bhsd(pdO, do_sb, do_sh, do_ss), mLSE, mDlse,
                     cute.make_tensor(pLSE2, vec), cute.make_tensor(pDelta, vec), mdQacc,
                     bhsd(pdQ, dq_sb, dq_sh, dq_ss, head_dim), side.seq_q, side.seq_kv, side.sink, side.part,
-                    side.sem, side.cu_q, side.cu_kv, seqlen_kv, tokens_q, tokens_kv, band_left, band_right,
+                    side.sem, side.cu_q, side.cu_kv, seqlen_kv, tokens_q, tokens_kv, bounds,
                     flags).launch(
             grid=(n_blk, heads, batch), block=[rw.NUM_THREADS, 1, 1], stream=stream)
 
@@ -80,7 +80,7 @@ class PreprocessKernel(rw.RowwiseKernel):
     def kernel(self, mO: cute.Tensor, mdO: cute.Tensor, mLSE: cute.Tensor, mDlse: cute.Tensor, mLSE2: cute.Tensor,
                mDelta: cute.Tensor, mdQacc: cute.Tensor, mdQ: cute.Tensor, mSeqQ: cute.Tensor, mSeqKV: cute.Tensor,
                mSink: cute.Tensor, mPart: cute.Tensor, mSem: cute.Tensor, mCuQ: cute.Tensor, mCuKV: cute.Tensor,
-               seqlen_kv: Int32, tokens_q: Int32, tokens_kv: Int32, band_left: Int32, band_right: Int32,
+               seqlen_kv: Int32, tokens_q: Int32, tokens_kv: Int32, bounds: MaskBounds,
                flags: Int32):
         tidx, _, _ = cute.arch.thread_idx()
         blk, head, batch = cute.arch.block_idx()
@@ -120,7 +120,7 @@ class PreprocessKernel(rw.RowwiseKernel):
                 sTerm[local] = term
         if cutlass.const_expr(self.main_writes_dq):
             skv = batch_length(mSeqKV, flags, FLAG_SEQ_KV, batch, seqlen_kv)
-            mask = make_mask(seqlen_q, skv, band_left, band_right, flags)
+            mask = make_mask(seqlen_q, skv, bounds, flags)
             self._zero_unwritten_dq(mdQ[batch, head, None, None], mask, blk, tidx)
         else:
             if acc_block:

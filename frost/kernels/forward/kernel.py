@@ -38,7 +38,7 @@ from frost.kernels import cute_utils as cutil
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
 from frost.kernels.forward.tiles import ForwardTile
 from frost.kernels.geometry import LOG2_E
-from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
+from frost.kernels.mask import FLAG_SEQ_KV, FLAG_SEQ_Q, MaskBounds, batch_length, make_mask
 from frost.kernels.segments import rebased, segment
 from frost.spec import kernel_flag
 
@@ -88,8 +88,9 @@ class FwdKernel:
         storage_cls = self._storage_cls()
         self.smem_bytes = storage_cls.size_in_bytes()
         grid = (cute.ceil_div(seqlen_q, self.M), heads, batch)
+        bounds = MaskBounds(band_left, band_right)
         self.kernel(mQ, mK, mV, mO, mLSE, mSeqQ, mSeqKV, mSink, cu_seqlens.q, cu_seqlens.kv, tokens_q, tokens_kv,
-                    heads // cutlass.max(heads_kv, 1), scale_log2, band_left, band_right, flags, storage_cls).launch(
+                    heads // cutlass.max(heads_kv, 1), scale_log2, bounds, flags, storage_cls).launch(
             grid=grid, block=[self.num_threads, 1, 1], stream=stream, min_blocks_per_mp=self.tile.min_blocks,
             smem=launch_smem_bytes(self.arch, self.smem_bytes), preferred_smem_carveout=100)
 
@@ -111,8 +112,8 @@ class FwdKernel:
     @cute.kernel
     def kernel(self, mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor, mO: cute.Tensor, mLSE: cute.Tensor,
                mSeqQ: cute.Tensor, mSeqKV: cute.Tensor, mSink: cute.Tensor, mCuQ: cute.Tensor, mCuKV: cute.Tensor,
-               tokens_q: Int32, tokens_kv: Int32, group: Int32, scale_log2: Float32, band_left: Int32,
-               band_right: Int32, flags: Int32, storage_cls: cutlass.Constexpr):
+               tokens_q: Int32, tokens_kv: Int32, group: Int32, scale_log2: Float32, bounds: MaskBounds,
+               flags: Int32, storage_cls: cutlass.Constexpr):
         tidx, _, _ = cute.arch.thread_idx()
         bx, head, batch = cute.arch.block_idx()
         gx, _, _ = cute.arch.grid_dim()
@@ -125,7 +126,7 @@ class FwdKernel:
             mK, mV = rebased(mK, start_kv, extent_kv), rebased(mV, start_kv, extent_kv)
         seqlen_q = batch_length(mSeqQ, flags, FLAG_SEQ_Q, batch, mQ.shape[2])
         seqlen_kv = batch_length(mSeqKV, flags, FLAG_SEQ_KV, batch, mK.shape[2])
-        mask = make_mask(seqlen_q, seqlen_kv, band_left, band_right, flags)
+        mask = make_mask(seqlen_q, seqlen_kv, bounds, flags)
         n_begin, n_end = mask.n_block_range(m_block, self.N, self.M)
         n_iter = cutlass.max(n_end - n_begin, 0)
         head_kv = head // group
