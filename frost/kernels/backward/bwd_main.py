@@ -50,8 +50,8 @@ from cutlass.cute.nvgpu import warp
 
 from frost.kernels import cute_utils as cutil
 from frost.kernels.arch import ArchConfig, launch_smem_bytes
-from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SEQ_KV, MaskBounds, batch_length
-from frost.kernels.backward.ordering import block_order, dq_order_peek, dq_order_wait, kv_tile_of_block
+from frost.kernels.mask import FLAG_SEQ_KV, MaskBounds, batch_length
+from frost.kernels.backward.ordering import block_order, kv_tile_of_block
 from frost.kernels.backward.rowwise import packed_acc_layout, segment_acc
 from frost.kernels.segments import rebased, segment
 from frost.kernels.backward.preprocess import SEM_ROWS

@@ -10,7 +10,6 @@ from cutlass import Float32, Int32
 from frost.kernels import cute_utils as cutil
 from frost.kernels.backward.ordering import dq_order_peek, dq_order_release, dq_order_wait
 from frost.kernels.backward.preprocess import SEM_ROWS
-from frost.kernels.backward.tiles import TileConfig
 
 
 class MainDq:

@@ -10,8 +10,7 @@ from cutlass.cute.nvgpu import cpasync, warp
 
 from frost.kernels import cute_utils as cutil
 from frost.kernels.mask import FLAG_ORDERED_DQ, FLAG_SEQ_KV, FLAG_SEQ_Q, batch_length, make_mask
-from frost.kernels.backward.ordering import dq_order_wait, kv_tile_of_block
-from frost.kernels.backward.tiles import TileConfig
+from frost.kernels.backward.ordering import kv_tile_of_block
 
 
 class MainSetup:

@@ -30,7 +30,6 @@ mbarriers, letting warps drift a chunk apart, cost a stage and gain nothing here
 Grid: (ceil(seqlen_q / (tiles * QM)), heads, batch), or on causal-like walks (heads, batch, query tile groups)
 from the last group down (ordering.dq_gemm_block_order); per (dtype, head_dim_pad)."""
 
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import cuda.bindings.driver as cuda
