@@ -44,7 +44,8 @@ FLAG_Q_TILES_DOWN = 128     # set by the dQ GEMM's launcher: grid is (heads, bat
 
 def runtime_bounds(mask: Mask) -> tuple[int, int]:
     """(L, R) as the kernels take them: an unbounded side is NO_BOUND, a wider one is clamped to it."""
-    return tuple(NO_BOUND if b is None else min(b, NO_BOUND) for b in (mask.left, mask.right))  # type: ignore[return-value]
+    left, right = (NO_BOUND if b is None else min(b, NO_BOUND) for b in (mask.left, mask.right))
+    return left, right
 
 
 def mask_flags(mask: Mask) -> int:

@@ -284,7 +284,8 @@ def test_deterministic_mode_runs_on_the_dq_gemm_set_where_its_workspace_fits(mon
 def test_absent_inputs_get_a_stand_in_and_no_flag():
     calls = {}
     cfg, tensors, ws = _problem_tensors()
-    Launch(_recording_kernels(calls), cfg, Problem(2, 4, 2, 100, 140, 0.125, cfg.mask()))(BackwardTensors(*tensors, ws), 3)
+    problem = Problem(2, 4, 2, 100, 140, 0.125, cfg.mask())
+    Launch(_recording_kernels(calls), cfg, problem)(BackwardTensors(*tensors, ws), 3)
     a = calls["backward"]
     assert a["pSeqQ"] == a["pSeqKV"] == a["pSink"] == a["pDsink"] == a["pDlse"] == ws["delta"].data_ptr()
     assert a["flags"] == FLAG_BOTTOM_RIGHT and a["band_left"] == NO_BOUND

@@ -46,8 +46,8 @@ class BackwardChain:
         if seqlen_q > 0:
             self.preprocess(pO, pdO, pLSE, pDlse, pLSE2, pDelta, pdQacc, pdQ, pSeqQ, pSeqKV, pSink, pDsinkPart, pSem,
                             pCuQ, pCuKV, batch, heads, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v,
-                            tokens_q, tokens_kv, acc_rows, bounds, flags, o_sb, o_sh, o_ss, do_sb, do_sh, do_ss, lse_sb, lse_sh, lse_ss,
-                            dlse_sb, dlse_sh, dlse_ss, dq_sb, dq_sh, dq_ss, stream)
+                            tokens_q, tokens_kv, acc_rows, bounds, flags, o_sb, o_sh, o_ss, do_sb, do_sh, do_ss,
+                            lse_sb, lse_sh, lse_ss, dlse_sb, dlse_sh, dlse_ss, dq_sb, dq_sh, dq_ss, stream)
         if seqlen_kv > 0:
             self.main(pQ, pK, pV, pdO, pLSE2, pDelta, pdQacc, pdQ, pdK, pdV, pSeqQ, pSeqKV, pSem, pCuQ, pCuKV, batch,
                       heads, heads_kv, seqlen_q, seqlen_kv, seqlen_q_pad, head_dim, head_dim_v, tokens_q, tokens_kv,

@@ -117,8 +117,8 @@ class Launch:
 
     def arguments(self, t: BackwardTensors, seq_major: bool = False) -> tuple:
         """chain.BackwardChain's arguments but the stream, in its order: the tensors' pointers and strides, this
-        problem's sizes, scale, mask bounds and flags. Absent optional inputs get a stand-in address (never dereferenced:
-        their flag is off)."""
+        problem's sizes, scale, mask bounds and flags. Absent optional inputs get a stand-in address (never
+        dereferenced: their flag is off)."""
         q, k, v, o, do, lse, dq, dk, dv, workspace, optional, packed = t
         delta = workspace["delta"].data_ptr()
         dlse = optional.get("dlse")

@@ -80,8 +80,8 @@ def _config(facts: Facts, arch: str, problem):
 
     p = problem
     return api.choose_config(facts.dtype, facts.head_dim_qk, facts.head_dim_v, arch=arch, **facts.mask.keywords(),
-                             deterministic=p.deterministic, sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv),
-                             varlen=facts.varlen)
+                             deterministic=p.deterministic, varlen=facts.varlen,
+                             sizes=Sizes(p.batch, p.heads, p.heads_kv, p.seq_q, p.seq_kv))
 
 
 def _problem(op, facts: Facts, scratch: tuple[str, ...]):
