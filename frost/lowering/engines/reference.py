@@ -13,8 +13,8 @@ from frost.lowering.plan import KernelLaunch, Lowering
 def reference_key(facts: Facts) -> str:
     kind = "|forward" if facts.op == "sdpa_forward" else ""
     kind += "|varlen" if facts.varlen else ""
-    return (f"reference{kind}|{facts.dtype}|d{facts.head_dim_qk}x{facts.head_dim_v}|{facts.mask}"
-            f"|g{facts.gqa_group}|{feature_tag(facts)}")
+    return (f"reference{kind}|{facts.dtype}|d{facts.head_dim_qk}x{facts.head_dim_v}|{facts.mask.kind}"
+            f"|{facts.mask.alignment}|g{facts.gqa_group}|{feature_tag(facts)}")
 
 
 def _options(op, facts: Facts) -> dict:
