@@ -77,7 +77,23 @@ def files_entered(call) -> list[str]:
 
 def call_paths() -> dict[str, list[str]]:
     """Files entered by a first and a cached frost.attention forward and backward (GQA 4:2, causal, bf16, on the
-    CPU with sm_120 as the target and the test compiler)."""
+    CPU with sm_120 as the target and the test compiler). "First" is a new user's first call: the disk cache is an
+    empty temporary folder, so the count does not depend on what earlier runs left there."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as cache_dir:
+        before = os.environ.get("FROST_CACHE_DIR")
+        os.environ["FROST_CACHE_DIR"] = cache_dir
+        try:
+            return _call_paths()
+        finally:
+            if before is None:
+                del os.environ["FROST_CACHE_DIR"]
+            else:
+                os.environ["FROST_CACHE_DIR"] = before
+
+
+def _call_paths() -> dict[str, list[str]]:
     import torch
 
     import frost
