@@ -1,4 +1,4 @@
-"""The cute_sm120 engine adapter with every issue-6 feature at once -- GQA + padding + band + sink (+ deterministic)
+"""The cute_sm120 engine adapter with every seed feature at once -- GQA + padding + band + sink (+ deterministic)
 -- through frost.compile, against the fp64 oracle under the FA rule (helpers/fa_rule.py). GPU machine only."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""GPU tests of the issue-6 features of the SM120-class backward kernels -- GQA/MQA, per-batch padding, band
+"""GPU tests of the seed features of the SM120-class backward kernels -- GQA/MQA, per-batch padding, band
 bounds (causal, right-band widening, sliding window, general (L, R)) in both alignments, sink gradients and
 deterministic mode, all composed -- against the fp64 oracle under the FA rule (kernel_oracle.py).
 
