@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from numbers import Real
 from typing import Literal, Mapping, Optional
 
+from frost.errors import TensorError
+
 IoDtype = Literal["io", "float32", "int32"]
 Kind = Literal["forward", "backward"]
 
@@ -292,8 +294,6 @@ class Mask:
 def caller_mask(causal: object, alignment: object, band_left: object, band_right: object) -> Mask:
     """The Mask of a direct call's mask keywords (the kernels' and the reference's calls); a TensorError names the
     keyword that is wrong, its value and what is accepted."""
-    from frost.errors import TensorError
-
     if alignment not in ALIGNMENTS:
         raise TensorError("alignment", alignment, " or ".join(repr(a) for a in ALIGNMENTS))
     for name, bound in (("band_left", band_left), ("band_right", band_right)):

@@ -80,17 +80,10 @@ def call_paths() -> dict[str, list[str]]:
     CPU with sm_120 as the target and the test compiler). "First" is a new user's first call: the disk cache is an
     empty temporary folder, so the count does not depend on what earlier runs left there."""
     import tempfile
+    from unittest import mock
 
-    with tempfile.TemporaryDirectory() as cache_dir:
-        before = os.environ.get("FROST_CACHE_DIR")
-        os.environ["FROST_CACHE_DIR"] = cache_dir
-        try:
-            return _call_paths()
-        finally:
-            if before is None:
-                del os.environ["FROST_CACHE_DIR"]
-            else:
-                os.environ["FROST_CACHE_DIR"] = before
+    with tempfile.TemporaryDirectory() as cache_dir, mock.patch.dict(os.environ, {"FROST_CACHE_DIR": cache_dir}):
+        return _call_paths()
 
 
 def _call_paths() -> dict[str, list[str]]:

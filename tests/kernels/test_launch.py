@@ -79,13 +79,14 @@ def test_the_chain_hands_each_kernel_its_declared_arguments():
     empty (no query rows: no preprocess or convert; no keys: no main kernel)."""
     chain_params = _params(BackwardChain)
     values = {name: f"<{name}>" for name in chain_params}
+    bounds = {"bounds": MaskBounds(values["band_left"], values["band_right"])}   # the chain's mask, as one value
     for seq_q, seq_kv, ran in ((100, 140, set(KERNELS)), (0, 140, {"main"}), (100, 0, {"preprocess", "dq_convert"})):
         calls = {}
         chain = BackwardChain(*(_recorder(n, calls, _params(cls)) for n, cls in KERNELS.items()))
         args = values | {"seqlen_q": seq_q, "seqlen_kv": seq_kv}
         BackwardChain.__call__.__wrapped__(chain, *(args[n] for n in chain_params))
         assert set(calls) == ran
-        passed = args | {"bounds": MaskBounds(args["band_left"], args["band_right"])}   # the mask's, as one value
+        passed = args | bounds
         for name, got in calls.items():
             assert got == {p: passed[p] for p in _params(KERNELS[name])}, name
     # a dq_gemm set's dQ kernel runs after the main kernel whenever there are query rows (without keys it writes
@@ -98,7 +99,7 @@ def test_the_chain_hands_each_kernel_its_declared_arguments():
         BackwardChain.__call__.__wrapped__(chain, *(args[n] for n in chain_params))
         assert ("dq_gemm" in calls) == ran and "dq_convert" not in calls
         if ran:
-            passed = args | {"bounds": MaskBounds(args["band_left"], args["band_right"])}
+            passed = args | bounds
             assert calls["dq_gemm"] == {p: passed[p] for p in _params(DqGemmKernel)}
 
 

@@ -72,9 +72,8 @@ def _grid(cfg, facts: Facts) -> tuple[int, int, int]:
 
 def _config(facts: Facts, arch: str, problem):
     """The plan's config: the kernel set select.select picks for the plan's problem (its mask, mode, GQA group
-    and sizes: a dq_gemm set's problem whose dS workspace would pass
-    DQ_GEMM_MAX_BYTES runs on the ordered or atomic set). The plan names, compiles and persists that set, and the
-    launch runs it as given."""
+    and sizes: a dq_gemm set's problem whose dS workspace would pass DQ_GEMM_MAX_BYTES runs on the ordered or
+    atomic set). The plan names, compiles and persists that set, and the launch runs it as given."""
     from frost.kernels.backward import api
     from frost.kernels.backward.select import Sizes
 
