@@ -5,6 +5,10 @@
 #   varlen    benchmarks/bench_varlen.py: packed vs padded vs dense frost vs FA4's varlen kernels
 #   hf        benchmarks/bench_transformers.py --packed: padding-free vs padded training on the gpt-oss slice
 #   fwd bwd step   frost bench --suite standard, each pass, with every peer
+#   full      (only when named) frost bench --suite full --pass all --peer-smem padded --ceiling: every row the
+#             performance page quotes (forward, backward, step, d256, deterministic twins, host time per call) in one
+#             run, into OUT_DIR/full
+#   host      (only when named) benchmarks/bench_host_overhead.py --real: the parts of frost's host path per call
 #   padfwd padbwd padstep   (only when named) the standard suite's passes with FA4's launches padded to SM120's
 #             occupancy as frost's are (frost bench --peer-smem padded), into OUT_DIR/padded
 #   varlenpad (only when named) bench_varlen.py with FA4's launches padded the same way
@@ -32,6 +36,10 @@ for pass in step fwd bwd padstep padfwd padbwd; do
   case $pass in pad*) held="--peer-smem padded"; dir=padded;; *) held=""; dir=bench;; esac
   run $pass python3 -m frost bench --suite standard --pass "$which" $held --out "$out/$dir" --budget-s $((lim - 30))
 done
+lim=$(limit_of full)
+[ -n "$lim" ] && run full python3 -m frost bench --suite full --pass all --peer-smem padded --ceiling \
+    --out "$out/full" --budget-s $((lim - 60))
+run host python3 benchmarks/bench_host_overhead.py --real --calls 4000
 NCU="ncu --clock-control none --kernel-name regex:FwdKernel --launch-skip 1 --launch-count 1 --section SpeedOfLight"
 NCU="$NCU --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
 run ncu bash -c "$NCU python3 benchmarks/ncu_kernels.py --forward --batch 4 --heads 16 --seq 4096 --head-dim 128 &&

@@ -1,6 +1,7 @@
 """Benchmark cases as data (a new case is a new row, not a new branch): the standard suite of training shapes (MHA
 and GQA at head dims 64-256, gpt-oss with its sink and 128-token window, long and short sequences), and the rows
-where a peer led frost's backward (head dim 256, deterministic mode) with their default-mode twins."""
+where a peer led frost's backward (head dim 256, deterministic mode) with their default-mode twins, and the two
+together."""
 
 from __future__ import annotations
 
@@ -130,15 +131,20 @@ D256_DET = (
       for row in (_standard(name), deterministic_twin(_standard(name)))),
 )
 
+# Every row the performance page quotes, in one run: the standard suite, then what D256_DET adds to it.
+FULL = STANDARD + tuple(c for c in D256_DET if c not in STANDARD)
+
 QUICK = (
     case("quick-gqa8/2-d128-causal", 2, 8, 1024, 128, hkv=2, causal=True),
     case("quick-gptoss-swa128-sink", 1, 16, 1024, 64, hkv=2, causal=True, window=128, sink=True),
 )
 
-SUITES: dict[str, tuple[Case, ...]] = {"standard": STANDARD, "d256-det": D256_DET, "quick": QUICK, "none": ()}
+SUITES: dict[str, tuple[Case, ...]] = {"standard": STANDARD, "d256-det": D256_DET, "full": FULL, "quick": QUICK,
+                                       "none": ()}
 SUITE_WORDS: dict[str, str] = {
     "standard": "training shapes (MHA, GQA, gpt-oss with sink and window, head dims 64-256, S 1k-16k)",
     "d256-det": "head dim 256 and deterministic mode beside its default-mode twins",
+    "full": "standard, then d256-det's other rows (head dim 256 without a mask, the deterministic twins)",
     "quick": "two small cases",
 }
 

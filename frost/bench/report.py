@@ -3,6 +3,7 @@ form that the table and the chart are rendered from (so either can be regenerate
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass, field
 
 OK, NA, SKIPPED = "ok", "n/a", "skipped"
@@ -18,6 +19,7 @@ class Result:
     same_class: bool = True
     detail: str = ""                 # frost: plan engine; fa4: kernel arch
     note: str = ""                   # the reason for n/a / skipped; timed calls for ok
+    host_us: float | None = None     # host time per call (timing.host_us), when measured
 
     @property
     def ok(self) -> bool:
@@ -33,7 +35,8 @@ class Report:
 
     def to_dict(self) -> dict:
         return {"meta": self.meta, "cases": self.cases, "results": [asdict(r) for r in self.results],
-                "ceiling": self.ceiling, "summary": summary(self), "deterministic_cost": deterministic_cost(self)}
+                "ceiling": self.ceiling, "summary": summary(self), "deterministic_cost": deterministic_cost(self),
+                "host_time": host_time(self)}
 
     @classmethod
     def from_dict(cls, d: dict) -> Report:
@@ -94,4 +97,22 @@ def deterministic_cost(report: Report) -> list[dict]:
         base = {r.backend: r for r in report.rows(twin) if r.ok}
         ratios = {r.backend: r.ms / base[r.backend].ms for r in report.rows(c["name"]) if r.ok and r.backend in base}
         out.append({"case": c["name"], "default_case": twin, "time_ratio": ratios})
+    return out
+
+
+def host_time(report: Report) -> list[dict]:
+    """Per backend whose host time was measured: its median host time per call over the run's cases, and, for a
+    peer, the median over the cases both it and frost ran of frost's host time over the peer's (< 1: frost's calls
+    return sooner)."""
+    timed: dict[str, dict[str, float]] = {}
+    for r in report.results:
+        if r.ok and r.host_us is not None:
+            timed.setdefault(r.backend, {})[r.case] = r.host_us
+    mine = timed.get("frost", {})
+    out = []
+    for backend, per_case in timed.items():
+        shared = [case for case in per_case if case in mine]
+        vs = statistics.median(mine[c] / per_case[c] for c in shared) if shared and backend != "frost" else None
+        out.append({"backend": backend, "host_us": statistics.median(per_case.values()), "cases": len(per_case),
+                    "frost_over_backend": vs, "shared_cases": len(shared)})
     return out

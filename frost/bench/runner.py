@@ -28,6 +28,7 @@ class Options:
     budget_s: float = 0.0             # whole run; 0 = unlimited
     device: str = "cuda"              # "cpu": a smoke run of the harness (wall clock, reference engine)
     which: str = "backward"           # the pass timed: flops.PASSES
+    host_time: bool = True            # also time the host's part of a call (timing.host_us)
     peer_smem: str = "free"           # one of PEER_SMEM
 
 
@@ -56,10 +57,19 @@ def measure(c: Case, backend, sets: list, opts: Options) -> Result:
             detail = prepared.detail
             t = timing.median_ms(prepared.run, len(sets), warmup=opts.warmup, iters=opts.iters,
                                  max_seconds=opts.max_seconds, device=opts.device, hold=hold_for(backend, opts))
+            host = host_us(prepared.run, len(sets), opts)
     except Exception as exc:  # noqa: BLE001
         return Result(**base, status=NA, detail=detail, note=short(exc, 300))
     return Result(**base, status=OK, ms=t.ms, tflops=tflops(pass_flops(c, opts.which), t.ms), detail=detail,
-                  note=f"{t.calls} calls, {len(sets)} set(s), first call {t.first_s:.2f} s")
+                  note=f"{t.calls} calls, {len(sets)} set(s), first call {t.first_s:.2f} s", host_us=host)
+
+
+def host_us(run, n_sets: int, opts: Options) -> float | None:
+    """The host time per call of a row (None when not asked for); on a CPU, two calls: a smoke run's number."""
+    if not opts.host_time:
+        return None
+    sizes = {} if opts.device == "cuda" else {"burst": 1, "bursts": 2}
+    return timing.host_us(run, n_sets, device=opts.device, **sizes)
 
 
 def launches_for(backend, opts: Options) -> AbstractContextManager:

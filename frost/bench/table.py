@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from frost.bench.flops import pass_label
-from frost.bench.report import Report, Result, deterministic_cost, ratio, summary
+from frost.bench.report import Report, Result, deterministic_cost, host_time, ratio, summary
 
 
 def _fmt(x: float | None, spec: str, none: str = "-") -> str:
@@ -19,9 +19,9 @@ def _grid(header: list[str], rows: list[list[str]]) -> str:
 
 def _result_row(r: Result, frost: Result | None) -> list[str]:
     if not r.ok:
-        return [r.case, r.backend, r.detail, r.status, "", "", r.note]
+        return [r.case, r.backend, r.detail, r.status, "", "", "", r.note]
     rel = "" if r.backend == "frost" else _fmt(ratio(frost, r), ".2f")
-    return [r.case, r.backend, r.detail, f"{r.ms:.3f}", f"{r.tflops:.1f}", rel, r.note]
+    return [r.case, r.backend, r.detail, f"{r.ms:.3f}", f"{r.tflops:.1f}", rel, _fmt(r.host_us, ".1f"), r.note]
 
 
 def results_table(report: Report) -> str:
@@ -30,7 +30,7 @@ def results_table(report: Report) -> str:
         case_rows = report.rows(c["name"])
         frost = next((r for r in case_rows if r.backend == "frost"), None)
         rows += [_result_row(r, frost) for r in case_rows]
-    return _grid(["case", "backend", "engine", "ms", "TFLOP/s", "frost/peer", "note"], rows)
+    return _grid(["case", "backend", "engine", "ms", "TFLOP/s", "frost/peer", "host us", "note"], rows)
 
 
 def summary_table(report: Report) -> str:
@@ -53,6 +53,17 @@ def deterministic_table(report: Report) -> str:
     return "deterministic / default time\n" + _grid(["case", "default case", *backends], rows)
 
 
+def host_table(report: Report) -> str:
+    """Host time per call per backend (median over its cases) and frost's over each peer's on the cases both ran
+    ("" when the run measured none)."""
+    rows = [[h["backend"], f"{h['host_us']:.1f}", str(h["cases"]), _fmt(h["frost_over_backend"], ".2f"),
+             str(h["shared_cases"]) if h["backend"] != "frost" else ""] for h in host_time(report)]
+    if not rows:
+        return ""
+    return "host time per call (us; calls enqueued back to back, no GPU wait)\n" + _grid(
+        ["backend", "median us", "cases", "frost/backend", "cases shared"], rows)
+
+
 def ceiling_table(report: Report) -> str:
     ceiling = report.ceiling
     if not ceiling:
@@ -70,5 +81,6 @@ def render(report: Report) -> str:
     which = meta.get("pass", "backward")
     head = (f"frost bench: suite {meta.get('suite')}, {which}, {meta.get('dtype')}, {meta.get('device', '?')}; "
             f"TFLOP/s = {pass_label(which)} / median time (frost.bench.flops)")
-    parts = [head, results_table(report), summary_table(report), deterministic_table(report), ceiling_table(report)]
+    parts = [head, results_table(report), summary_table(report), deterministic_table(report), host_table(report),
+             ceiling_table(report)]
     return "\n\n".join(p for p in parts if p)

@@ -1,9 +1,13 @@
-"""Median GPU time of one backward call, with CUDA events after warm-up.
+"""Median GPU time of one timed call (a backward, a forward or a step), with CUDA events after warm-up.
 
 Before each timed call a device-side sleep is queued, so the host's launch work overlaps it and the events measure
-the GPU time of the backward, not Python overhead (benchmarks/bench_host_overhead.py measures that). ``hold``: a
+the GPU time of the call, not Python overhead (benchmarks/bench_host_overhead.py measures that). ``hold``: a
 context manager (bench.sm120_hold.SmemHold) the timed calls run inside, after the warm-up; under it only the current
-stream is synchronized (the holder runs on a stream of its own until released)."""
+stream is synchronized (the holder runs on a stream of its own until released).
+
+`host_us` measures the other side: the host time one call takes to return (argument checks, allocations, launches),
+the calls enqueued back to back in short bursts with an untimed synchronisation before each, so the GPU's queue
+never fills and makes the host wait."""
 
 from __future__ import annotations
 
@@ -42,6 +46,25 @@ def median_ms(run: Callable[[int], object], n_sets: int, *, warmup: int = 3, ite
         n = plan_iters(first, iters, max_seconds)
         times = timed(run, [i % n_sets for i in range(n)])
     return Timing(statistics.median(times), n, first_s)
+
+
+HOST_BURST = 16                 # calls per burst: a few launches each, far below CUDA's launch queue depth
+HOST_BURSTS = 5
+
+
+def host_us(run: Callable[[int], object], n_sets: int, *, burst: int = HOST_BURST, bursts: int = HOST_BURSTS,
+            device: str = "cuda") -> float:
+    """Median over `bursts` bursts of the host time per call of run(i % n_sets), in microseconds (warm calls: run
+    after median_ms). What a call returns is dropped before the next, as a training loop drops it."""
+    samples = []
+    for _ in range(bursts):
+        _sync(device)
+        start = time.perf_counter()
+        for i in range(burst):
+            run(i % n_sets)
+        samples.append((time.perf_counter() - start) / burst * 1e6)
+    _sync(device)
+    return statistics.median(samples)
 
 
 def _warm_up(run, n_sets: int, warmup: int, max_seconds: float, device: str) -> float:

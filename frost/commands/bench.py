@@ -1,6 +1,6 @@
-"""`frost bench`: frost's attention backward (or, with --pass, its forward or a whole training step) against its
-peers (torch SDPA flash/cudnn/efficient, FA4's SM120 kernels), in one process on the same tensors; prints a table
-and writes JSON + PNG under --out. `--ceiling` adds the mma.sync throughput microbenchmark; `--render FILE.json`
+"""`frost bench`: frost's attention backward (or, with --pass, its forward, a whole training step, or several of
+these) against its peers (torch SDPA flash/cudnn/efficient, FA4's SM120 kernels), in one process on the same
+tensors, GPU time and host time per call; prints a table and writes JSON + PNG per pass under --out. `--ceiling` adds the mma.sync throughput microbenchmark; `--render FILE.json`
 redraws the table and chart of a saved run (no GPU)."""
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ def register(sub) -> None:
     p.add_argument("--suite", choices=tuple(SUITES), default="standard",
                    help="; ".join(f"{name}: {words}" for name, words in SUITE_WORDS.items()))
     p.add_argument("--dtype", choices=("bf16", "fp16"), default="bf16")
-    p.add_argument("--pass", dest="which", choices=PASSES, default="backward",
-                   help="what is timed: the backward (default), the forward, or a training step (forward + backward)")
+    p.add_argument("--pass", dest="passes", type=passes_of, default=("backward",), metavar="PASS[,PASS...]",
+                   help="what is timed: the backward (default), the forward, or a training step (forward + backward); "
+                        "several, comma-separated, or all: one file each, in the order given")
     p.add_argument("--out", default="docs/bench", help="folder for the JSON, text table and PNG (created)")
     p.add_argument("--cases", help="only cases whose name contains one of these comma-separated words")
     p.add_argument("--backends", help="comma-separated subset: frost,torch-flash,torch-cudnn,torch-efficient,fa4")
@@ -43,6 +44,17 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def passes_of(text: str) -> tuple[str, ...]:
+    """--pass's value: "all" or comma-separated names from flops.PASSES (argparse reports a bad one)."""
+    import argparse
+
+    names = PASSES if text == "all" else tuple(w for w in text.split(",") if w)
+    bad = [w for w in names if w not in PASSES]
+    if bad or not names:
+        raise argparse.ArgumentTypeError(f"{text!r}: give all or comma-separated passes from {', '.join(PASSES)}")
+    return tuple(dict.fromkeys(names))
+
+
 def run(args) -> int:
     if args.render:
         from frost.bench.report import Report
@@ -54,30 +66,53 @@ def run(args) -> int:
 
 
 def _measure(args) -> int:
+    import time
+
     import torch
 
-    from frost.bench import backends, cases, ceiling, environment, runner
-    from frost.bench.report import Report
+    from frost.bench import ceiling, runner
 
     if args.device == "cuda" and not torch.cuda.is_available():
         print("frost bench: needs a CUDA GPU (use --render FILE.json to redraw a saved run)", file=sys.stderr)
         return 2
-    chosen = backends.select(args.backends)
-    selected = cases.select(args.suite, args.cases)
-    dtype = runner.TORCH_DTYPES[args.dtype]
     os.makedirs(args.out, exist_ok=True)
-    suffix = "" if args.which == "backward" else f"_{args.which}"
-    stem = os.path.join(args.out, f"bench_{args.suite}_{args.dtype}{suffix}")
-    report = Report(meta={**environment.meta(args.suite, dtype), "pass": args.which, "peer_smem": args.peer_smem})
-    opts = runner.Options(dtype=dtype, warmup=args.warmup, iters=args.iters, budget_s=args.budget_s,
-                          device=args.device, which=args.which, peer_smem=args.peer_smem)
-    runner.run(list(selected), chosen, opts, report, stem + ".json", log=lambda s: print(s, flush=True))
+    start = time.monotonic()
+    reports = {}
+    for which in args.passes:
+        left = max(args.budget_s - (time.monotonic() - start), 1e-3) if args.budget_s > 0 else 0.0
+        reports[which] = _measure_pass(args, which, left)
     if args.ceiling:   # last: a failure here cannot poison the CUDA context the rows above were measured in
         print("measuring the mma.sync ceiling ...", flush=True)
-        report.ceiling = ceiling.measure()
+        measured = ceiling.measure()
+        for report in reports.values():
+            report.ceiling = measured
+    for which, report in reports.items():
+        runner.write_json(report, _stem(args, which) + ".json")
+        _finish(report, _stem(args, which))
+    return 0
+
+
+def _stem(args, which: str) -> str:
+    """The run's files for one pass: bench_<suite>_<dtype>[_<pass>] (the backward has no suffix)."""
+    suffix = "" if which == "backward" else f"_{which}"
+    return os.path.join(args.out, f"bench_{args.suite}_{args.dtype}{suffix}")
+
+
+def _measure_pass(args, which: str, budget_s: float):
+    """One pass over the suite, its JSON rewritten after every case; returns its Report."""
+    from frost.bench import backends, cases, environment, runner
+    from frost.bench.report import Report
+
+    dtype = runner.TORCH_DTYPES[args.dtype]
+    stem = _stem(args, which)
+    report = Report(meta={**environment.meta(args.suite, dtype), "pass": which, "peer_smem": args.peer_smem})
+    opts = runner.Options(dtype=dtype, warmup=args.warmup, iters=args.iters, budget_s=budget_s,
+                          device=args.device, which=which, peer_smem=args.peer_smem)
+    print(f"== pass {which}", flush=True)
+    runner.run(list(cases.select(args.suite, args.cases)), backends.select(args.backends), opts, report,
+               stem + ".json", log=lambda s: print(s, flush=True))
     report.meta["env"] = environment.meta(args.suite, dtype)["env"]       # after FA4 set its variables
-    runner.write_json(report, stem + ".json")
-    return _finish(report, stem)
+    return report
 
 
 def _finish(report, stem: str) -> int:

@@ -36,23 +36,35 @@ def test_bench_cpu_smoke_and_render(monkeypatch, tmp_path, capsys):
     assert "tiny-swa-sink" in (out / "bench_quick_bf16.txt").read_text()
 
 
-@pytest.mark.parametrize("which", ["forward", "step"])
-def test_bench_cpu_smoke_of_the_forward_and_the_step(which, monkeypatch, tmp_path):
-    """--pass forward / step time frost's forward and a training step (reference engine on a CPU) and torch's;
-    the JSON names the pass and divides by its FLOPs (1x and 3.5x the forward's)."""
+def test_bench_cpu_smoke_of_the_forward_and_the_step(monkeypatch, tmp_path):
+    """--pass forward,step times frost's forward and a training step (reference engine on a CPU) and torch's in one
+    run, a file per pass; each JSON names its pass, divides by its FLOPs (1x and 3.5x the forward's) and gives each
+    row's host time per call."""
     monkeypatch.setitem(cases.SUITES, "quick", TINY)
     out = tmp_path / "bench"
     rc = main(["bench", "--suite", "quick", "--device", "cpu", "--out", str(out), "--iters", "2", "--warmup", "1",
-               "--backends", "frost,torch-flash", "--pass", which])
+               "--backends", "frost,torch-flash", "--pass", "forward,step"])
     assert rc == 0
-    saved = json.loads((out / f"bench_quick_bf16_{which}.json").read_text())
-    assert saved["meta"]["pass"] == which
-    rows = {(r["case"], r["backend"]): r for r in saved["results"]}
-    assert rows[("tiny-gqa-causal", "frost")]["status"] == "ok", rows[("tiny-gqa-causal", "frost")]
-    assert rows[("tiny-swa-sink", "frost")]["status"] == "ok", rows[("tiny-swa-sink", "frost")]
-    assert rows[("tiny-gqa-causal", "torch-flash")]["status"] == "ok"
-    factor = {"forward": 1.0, "step": 3.5}[which]
-    assert saved["cases"][0]["flops"] == factor * 4 * 1 * 4 * 16 * (32 * 32 / 2)
+    for which, factor in (("forward", 1.0), ("step", 3.5)):
+        saved = json.loads((out / f"bench_quick_bf16_{which}.json").read_text())
+        assert saved["meta"]["pass"] == which
+        rows = {(r["case"], r["backend"]): r for r in saved["results"]}
+        assert rows[("tiny-gqa-causal", "frost")]["status"] == "ok", rows[("tiny-gqa-causal", "frost")]
+        assert rows[("tiny-swa-sink", "frost")]["status"] == "ok", rows[("tiny-swa-sink", "frost")]
+        assert rows[("tiny-gqa-causal", "torch-flash")]["status"] == "ok"
+        assert rows[("tiny-gqa-causal", "frost")]["host_us"] > 0
+        assert {h["backend"] for h in saved["host_time"]} == {"frost", "torch-flash"}
+        assert saved["cases"][0]["flops"] == factor * 4 * 1 * 4 * 16 * (32 * 32 / 2)
+    assert not (out / "bench_quick_bf16.json").exists()      # the backward was not asked for
+
+
+@pytest.mark.parametrize("value", ["sideways", "forward,nope", "", ","])
+def test_bench_pass_names_a_bad_value(value, capsys, tmp_path):
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "--device", "cpu", "--suite", "none", "--out", str(tmp_path), "--pass", value])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "--pass" in err and "backward, forward, step" in err
 
 
 def test_bench_cpu_smoke_of_a_deterministic_twin(monkeypatch, tmp_path):

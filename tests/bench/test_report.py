@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from frost.bench.chart import write_chart
-from frost.bench.report import NA, Report, Result, best_peer, deterministic_cost, ratio, summary
+from frost.bench.report import NA, Report, Result, best_peer, deterministic_cost, host_time, ratio, summary
 from frost.bench.table import render
 
 from .fakes import fake_report
@@ -84,6 +84,24 @@ def test_deterministic_cost_pairs_each_deterministic_case_with_its_default_twin(
     table = text.split("deterministic / default time\n", 1)[1]
     assert "a-det" in table and "1.250" in table and "2.000" in table and "c-det" not in table
     assert "deterministic / default" not in render(fake_report())
+
+
+def test_host_time_per_backend_and_frost_over_each_peer_on_shared_cases():
+    """Each backend's median host time over its cases; a peer's ratio only over the cases frost also ran."""
+    r = fake_report()
+    r.cases.append({"name": "c", "flops": 1e12})
+    host = {("a", "frost"): 30.0, ("a", "torch-flash"): 60.0, ("a", "torch-cudnn"): 20.0, ("b", "frost"): 50.0}
+    for row in r.results:
+        row.host_us = host.get((row.case, row.backend))
+    r.results.append(Result("c", "torch-flash", "ok", ms=1.0, tflops=1.0, host_us=1000.0))   # frost did not run c
+    by = {h["backend"]: h for h in host_time(r)}
+    assert by["frost"]["host_us"] == pytest.approx(40.0) and by["frost"]["frost_over_backend"] is None
+    assert by["torch-flash"]["host_us"] == pytest.approx(530.0) and by["torch-flash"]["shared_cases"] == 1
+    assert by["torch-flash"]["frost_over_backend"] == pytest.approx(0.5)
+    assert by["torch-cudnn"]["frost_over_backend"] == pytest.approx(1.5) and "fa4" not in by
+    text = render(r).split("host time per call", 1)[1]
+    assert "0.50" in text and "1.50" in text
+    assert host_time(fake_report()) == [] and "host time per call" not in render(fake_report())
 
 
 def test_chart_skipped_without_matplotlib(monkeypatch, tmp_path):

@@ -19,12 +19,15 @@ def fake_timing(monkeypatch):
     monkeypatch.setattr(runner, "make_sets", lambda c, opts: [object()])
     monkeypatch.setattr(runner, "release_memory", lambda: None)
     monkeypatch.setattr(timing, "median_ms", lambda run, n, **kw: (run(0), timing.Timing(2.0, 5, 0.1))[1])
+    monkeypatch.setattr(timing, "host_us", lambda run, n, **kw: 7.0)
 
 
 def test_measure_ok_declined_and_raising(fake_timing):
     opts = runner.Options(device="cpu")
     good = runner.measure(C, FakeBackend("good", detail="cute_sm120"), [object()], opts)
-    assert good.status == OK and good.ms == 2.0 and good.detail == "cute_sm120"
+    assert good.status == OK and good.ms == 2.0 and good.detail == "cute_sm120" and good.host_us == 7.0
+    unhosted = runner.measure(C, FakeBackend("good"), [object()], runner.Options(device="cpu", host_time=False))
+    assert unhosted.status == OK and unhosted.host_us is None
     assert good.tflops == pytest.approx(2.5 * 4 * 2 * 8 * 16 * 16 / 2 / 2e-3 / 1e12)
     declined = runner.measure(C, FakeBackend("no", decline="no sink"), [object()], opts)
     assert (declined.status, declined.note) == (NA, "no sink")

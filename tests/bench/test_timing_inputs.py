@@ -21,6 +21,12 @@ def test_median_on_wall_clock_calls_every_set():
     assert seen[:2] == [0, 1] and set(seen[3:]) == {0, 1, 2}
 
 
+def test_host_time_runs_bursts_over_every_set():
+    seen = []
+    us = timing.host_us(seen.append, 3, burst=4, bursts=3, device="cpu")
+    assert us >= 0 and len(seen) == 12 and set(seen) == {0, 1, 2}
+
+
 def test_rotation_only_when_a_set_fits_in_l2():
     l2 = 50 << 20
     assert inputs.rotation_count(200 << 20, l2) == 1
