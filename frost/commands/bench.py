@@ -1,7 +1,7 @@
 """`frost bench`: frost's attention backward (or, with --pass, its forward, a whole training step, or several of
 these) against its peers (torch SDPA flash/cudnn/efficient, FA4's SM120 kernels), in one process on the same
-tensors, GPU time and host time per call; prints a table and writes JSON + PNG per pass under --out. `--ceiling` adds the mma.sync throughput microbenchmark; `--render FILE.json`
-redraws the table and chart of a saved run (no GPU)."""
+tensors, GPU time and host time per call; prints a table and writes JSON + PNG per pass under --out. `--ceiling`
+adds the mma.sync throughput microbenchmark; `--render FILE.json` redraws the table and chart of a saved run (no GPU)."""
 
 from __future__ import annotations
 
