@@ -3,7 +3,7 @@ batch (B 4, S 1024, d64, GQA 16/4, causal, per-batch lengths), timed per step wi
 sync (a device-to-host read before each launch) and the default (deferred: an asynchronous copy checked later), in one
 process. The lengths tensor is made afresh each step, as a data loader would.
 
-    python3 benchmarks/bench_length_checks.py [--steps 20] [--json out.json]"""
+    python3 benchmarks/bench_length_checks.py [--steps 40] [--rounds 3] [--json out.json]"""
 
 from __future__ import annotations
 
@@ -44,11 +44,12 @@ def step_ms(steps: int) -> list[float]:
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     results = {}
-    for _round in range(2):   # two rounds, modes interleaved, so drift shows as a spread, not as a mode's cost
+    for _round in range(args.rounds):   # modes interleaved round by round: drift shows as a spread, not a mode's cost
         for mode, value in MODES.items():
             os.environ["FROST_CHECK_SEQ_LENS"] = value
             times = step_ms(args.steps)[3:]   # the first steps compile and warm up

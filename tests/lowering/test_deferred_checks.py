@@ -84,6 +84,16 @@ def test_a_new_tensor_in_freed_memory_is_always_checked(checks):
     assert len(checks.copies) == 3
 
 
+def test_only_the_last_submissions_are_remembered(checks):
+    kept = [torch.tensor([i], dtype=torch.int32) for i in range(40)]   # all alive: only the memory forgets them
+    for t in kept:
+        checks.submit((t,), (16, 16), _check)
+    checks.submit((kept[-1],), (16, 16), _check)        # among the last 32: not copied again
+    assert len(checks.copies) == 40
+    checks.submit((kept[0],), (16, 16), _check)         # forgotten: copied and checked again
+    assert len(checks.copies) == 41
+
+
 def test_waiting_checks_everything_in_flight(checks):
     checks.submit((torch.tensor([-1], dtype=torch.int32),), (16, 16), _check)
     with pytest.raises(TensorError, match=r"^seq_len_q: got \[-1\]"):

@@ -13,7 +13,7 @@ and its version counter, so a new tensor that reuses a freed one's memory is alw
 from __future__ import annotations
 
 import weakref
-from collections import deque
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Callable, Hashable, Optional
 
@@ -37,7 +37,9 @@ class DeferredChecks:
 
     def __init__(self, remember: int = 32) -> None:
         self._pending: deque[_Pending] = deque()
-        self._seen: deque = deque(maxlen=remember)   # (weak refs, versions, limits) of tensors already submitted
+        # (limits, the tensors' ids) -> (weak refs, versions) of the last `remember` submissions, oldest first
+        self._seen: OrderedDict[tuple, tuple] = OrderedDict()
+        self._remember = remember
 
     def submit(self, tensors: tuple[Optional[torch.Tensor], ...], limits: Hashable, check: Check) -> None:
         """Copy ``tensors`` (device tensors, or None) to the host and check them with ``check(host copies)`` once
@@ -53,8 +55,12 @@ class DeferredChecks:
         event = torch.cuda.Event()
         event.record(torch.cuda.current_stream(device))
         self._pending.append(_Pending(event, host, check))
-        self._seen.append((tuple(None if t is None else weakref.ref(t) for t in tensors),
-                           tuple(_version(t) for t in tensors), limits))
+        key = _key(tensors, limits)
+        self._seen[key] = (tuple(None if t is None else weakref.ref(t) for t in tensors),
+                           tuple(_version(t) for t in tensors))
+        self._seen.move_to_end(key)
+        if len(self._seen) > self._remember:
+            self._seen.popitem(last=False)
 
     def landed(self, wait: bool = False) -> None:
         """Check every submission whose copies have landed (``wait``: all of them, synchronising); a bad value
@@ -71,13 +77,18 @@ class DeferredChecks:
                                   "after an asynchronous copy, and the kernels clamped them meanwhile") from None
 
     def _already(self, tensors: tuple, limits: Hashable) -> bool:
-        for refs, versions, seen_limits in self._seen:
-            if seen_limits == limits and all(
-                    (r is None and t is None) or (r is not None and t is not None and r() is t and v is not None
-                                                  and _version(t) == v)
-                    for r, v, t in zip(refs, versions, tensors)):
-                return True
-        return False
+        """Whether these very tensors, unchanged since, were submitted with these limits (one lookup: a call of
+        every layer asks). An id can be reused by a new tensor: the weak reference tells them apart."""
+        seen = self._seen.get(_key(tensors, limits))
+        if seen is None:
+            return False
+        refs, versions = seen
+        return all(r is None or (r() is t and v is not None and _version(t) == v)
+                   for r, v, t in zip(refs, versions, tensors))
+
+
+def _key(tensors: tuple, limits: Hashable) -> tuple:
+    return limits, tuple(None if t is None else id(t) for t in tensors)
 
 
 def _version(t: Optional[torch.Tensor]) -> Optional[int]:
