@@ -6,7 +6,7 @@ frost support-matrix                                        # what each engine s
 frost --version                                             # the installed version
 frost schema                                                # the graph JSON schema
 frost cache                                                 # the on-disk kernel and report cache (--prune, --clear)
-frost bench --suite standard --ceiling --out docs/bench      # GPU only: frost against its peers, in one process
-frost bench --suite standard --pass forward --out docs/bench # GPU only: the forward (--pass step: forward + backward)
-frost bench --suite d256-det --out docs/bench                # GPU only: head dim 256, and deterministic / default mode
+frost bench --suite standard --ceiling --out bench          # GPU only: frost's backward against its peers, in one process
+frost bench --suite standard --pass forward,step --out bench # GPU only: the forward, and a step (forward + backward)
+frost bench --suite full --pass all --peer-smem padded --ceiling --out docs/bench   # GPU only: every row of docs/
 frost bench --suite standard --peer-smem padded --out bench-padded # GPU only: FA4 launched at SM120 occupancy, as frost is

@@ -1,5 +1,6 @@
 """Markdown speed tables for README.md and docs/performance.md, generated from saved `frost bench` JSON files (the
-backward, the forward and the training step of the standard suite).
+backward, the forward and the training step of the full suite: one `frost bench --suite full --pass all` run), with
+the host time per call and the deterministic mode's cost of the same run.
 
 The docs quote the runs in docs/bench/ through these tables only, so a number in the docs is a number of that run,
 and tests/docs checks that each file's table equals a fresh generation. Light on import (no torch).
@@ -17,12 +18,13 @@ from pathlib import Path
 from typing import Callable
 
 from frost.bench.cases import Case
-from frost.bench.report import Report, Result, ceiling_tflops, ratio
+from frost.bench.report import Report, Result, ceiling_tflops, deterministic_cost, host_time, ratio
 from frost.errors import FrostError
 
-BENCH_JSON = "docs/bench/bench_standard_bf16.json"
-FORWARD_JSON = "docs/bench/bench_standard_bf16_forward.json"
-STEP_JSON = "docs/bench/bench_standard_bf16_step.json"
+BENCH_JSON = "docs/bench/bench_full_bf16.json"
+FORWARD_JSON = "docs/bench/bench_full_bf16_forward.json"
+STEP_JSON = "docs/bench/bench_full_bf16_step.json"
+PASS_JSONS = {"forward": FORWARD_JSON, "backward": BENCH_JSON, "step": STEP_JSON}
 # backend name in the JSON -> column label; the same-class peers (built for SM120-class parts) first
 PEER_LABELS = {"torch-flash": "FA2 (torch flash)", "fa4": "FA4 (SM120 kernels)",
                "torch-cudnn": "cuDNN (sm_90 kernels)", "torch-efficient": "torch mem-efficient"}
@@ -130,13 +132,51 @@ def full_table(report: Report) -> str:
     return caption(report) + ceiling + "\n\n" + _grid(header, rows)
 
 
-# (file relative to the repository root, table name) -> (the bench file it quotes, the function that renders it)
-TABLES: dict[tuple[str, str], tuple[str, Callable[[Report], str]]] = {
+def host_table(reports: dict[str, Report]) -> str:
+    """Per pass: each backend's median host time per call over the cases it ran, and frost's over the peer's (the
+    median over the cases both ran; < 1: frost's calls return sooner)."""
+    backends = list(dict.fromkeys(h["backend"] for r in reports.values() for h in host_time(r)))
+    rows = []
+    for which, report in reports.items():
+        by = {h["backend"]: h for h in host_time(report)}
+        cells = [f"{by[b]['host_us']:.0f}" + ("" if b == "frost" or by[b]["frost_over_backend"] is None
+                                              else f" ({by[b]['frost_over_backend']:.2f})")
+                 if b in by else "-" for b in backends]
+        rows.append([which, *cells])
+    first = next(iter(reports.values()))
+    head = (f"Host time per call in µs, {first.meta['device']}, run of {first.meta['date']} (the runs above): the "
+            f"median over a pass's cases of the time a call takes to return, calls enqueued back to back while the "
+            f"GPU works (frost.bench.timing.host_us). In brackets: frost's host time ÷ the peer's on the cases both "
+            f"ran (< 1: frost's calls return sooner).")
+    return head + "\n\n" + _grid(["pass", *(PEER_LABELS.get(b, b) for b in backends)], rows)
+
+
+def deterministic_table(reports: dict[str, Report]) -> str:
+    """Per deterministic case of the run and per pass that has its default twin (the backward and the step: a
+    forward is the same in both modes): each backend's deterministic time over its default-mode time."""
+    rows = []
+    for which, report in reports.items():
+        if which == "forward":
+            continue
+        for row in deterministic_cost(report):
+            ratios = row["time_ratio"]
+            rows.append([which, row["case"], *(f"{ratios[b]:.3f}" if b in ratios else "-"
+                                               for b in ("frost", "torch-flash"))])
+    return ("Deterministic time ÷ default time, same run (FA4's SM120 backward, cuDNN and torch's mem-efficient "
+            "backward have no deterministic mode).\n\n" + _grid(["pass", "case", "frost", PEER_LABELS["torch-flash"]],
+                                                                rows))
+
+
+# (file relative to the repository root, table name) -> (the bench file it quotes, the function that renders it);
+# a source of None renders from every pass's report (by pass name)
+TABLES: dict[tuple[str, str], tuple[str | None, Callable]] = {
     ("README.md", "speed-table"): (BENCH_JSON, readme_table),
     ("README.md", "forward-table"): (FORWARD_JSON, readme_forward_table),
     ("docs/performance.md", "speed-table"): (BENCH_JSON, full_table),
     ("docs/performance.md", "forward-table"): (FORWARD_JSON, full_table),
     ("docs/performance.md", "step-table"): (STEP_JSON, full_table),
+    ("docs/performance.md", "host-table"): (None, host_table),
+    ("docs/performance.md", "deterministic-table"): (None, deterministic_table),
 }
 
 
@@ -151,12 +191,14 @@ def replace_between(text: str, name: str, body: str, where: str = "the document"
 
 def render(root: Path) -> dict[Path, str]:
     """Every file with its tables regenerated from the bench files under ``root`` (file path -> new text)."""
-    reports = {rel: load_report(root / rel) for rel in {source for source, _ in TABLES.values()}}
+    by_pass = {which: load_report(root / rel) for which, rel in PASS_JSONS.items()}
+    by_file = {PASS_JSONS[which]: report for which, report in by_pass.items()}
     out: dict[Path, str] = {}
     for (rel, name), (source, fn) in TABLES.items():
         path = root / rel
         text = out.get(path) or path.read_text(encoding="utf-8")
-        out[path] = replace_between(text, name, fn(reports[source]), str(rel))
+        body = fn(by_pass) if source is None else fn(by_file[source])
+        out[path] = replace_between(text, name, body, str(rel))
     return out
 
 

@@ -8,7 +8,8 @@ import shutil
 import pytest
 
 from frost.bench import doc_tables
-from frost.bench.doc_tables import BENCH_JSON, FORWARD_JSON, TABLES, DocTableError, load_report, render, replace_between
+from frost.bench.doc_tables import (BENCH_JSON, FORWARD_JSON, PASS_JSONS, TABLES, DocTableError, load_report, render,
+                                   replace_between)
 from readme_blocks import ROOT
 
 
@@ -40,13 +41,45 @@ def test_cells_are_peer_time_over_frost_time(bench):
             assert row[f"vs {label}"] == want, (case["name"], backend)
 
 
+def _by_pass() -> dict:
+    return {which: load_report(ROOT / rel) for which, rel in PASS_JSONS.items()}
+
+
 def test_tables_name_the_pass_date_device_and_peers():
     for (_, _), (source, render_table) in TABLES.items():
+        if source is None:
+            continue
         report = load_report(ROOT / source)
         text = render_table(report)
         for fact in (report.meta.get("pass", "backward").capitalize(), report.meta["date"], report.meta["device"],
                      "FA2", "FA4"):
             assert fact in text, (source, fact)
+
+
+def test_host_table_cells_are_medians_and_frost_over_peer_on_shared_cases():
+    """Checked from the raw host times of each pass's file, not through the report's own helper."""
+    import statistics
+
+    reports = _by_pass()
+    table = doc_tables.host_table(reports)
+    header = [c.strip() for c in table.splitlines()[2].strip("|").split("|")]
+    for which, rel in PASS_JSONS.items():
+        data = json.loads((ROOT / rel).read_text(encoding="utf-8"))
+        host = {(r["case"], r["backend"]): r["host_us"] for r in data["results"]
+                if r["status"] == "ok" and r.get("host_us") is not None}
+        row = dict(zip(header, _row(table, which)))
+        mine = {c: us for (c, b), us in host.items() if b == "frost"}
+        assert row["frost"] == f"{statistics.median(mine.values()):.0f}"
+        fa4 = {c: us for (c, b), us in host.items() if b == "fa4"}
+        vs = statistics.median(mine[c] / fa4[c] for c in fa4 if c in mine)
+        assert row["FA4 (SM120 kernels)"] == f"{statistics.median(fa4.values()):.0f} ({vs:.2f})"
+
+
+def test_deterministic_table_has_each_twin_of_the_backward_and_the_step():
+    table = doc_tables.deterministic_table(_by_pass())
+    rows = [ln for ln in table.splitlines() if ln.startswith("| backward") or ln.startswith("| step")]
+    twins = [c["name"] for c in load_report(ROOT / BENCH_JSON).cases if c.get("deterministic")]
+    assert twins and len(rows) == 2 * len(twins) and "| forward" not in table
 
 
 def test_a_bench_file_without_a_date_is_refused(tmp_path):
@@ -63,7 +96,7 @@ def test_a_document_without_markers_is_refused():
 
 
 def test_check_finds_a_stale_table_and_a_rewrite_fixes_it(tmp_path):
-    for rel in {rel for rel, _ in TABLES} | {source for source, _ in TABLES.values()}:
+    for rel in {rel for rel, _ in TABLES} | set(PASS_JSONS.values()):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(ROOT / rel, tmp_path / rel)
     (tmp_path / BENCH_JSON).parent.mkdir(parents=True, exist_ok=True)
