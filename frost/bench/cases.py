@@ -131,8 +131,14 @@ D256_DET = (
       for row in (_standard(name), deterministic_twin(_standard(name)))),
 )
 
-# Every row the performance page quotes, in one run: the standard suite, then what D256_DET adds to it.
-FULL = STANDARD + tuple(c for c in D256_DET if c not in STANDARD)
+# Sliding windows without a sink, which FA4 runs too (the standard suite's window has a sink, which no peer serves).
+WINDOWS = (
+    case("mha-d128-swa256", 4, 16, 4096, 128, causal=True, window=256),
+    case("gptoss-swa128", 2, 64, 4096, 64, hkv=8, causal=True, window=128),
+)
+
+# Every row the performance page quotes, in one run: the standard suite, then what D256_DET and WINDOWS add to it.
+FULL = STANDARD + tuple(c for c in D256_DET if c not in STANDARD) + WINDOWS
 
 QUICK = (
     case("quick-gqa8/2-d128-causal", 2, 8, 1024, 128, hkv=2, causal=True),
@@ -144,7 +150,8 @@ SUITES: dict[str, tuple[Case, ...]] = {"standard": STANDARD, "d256-det": D256_DE
 SUITE_WORDS: dict[str, str] = {
     "standard": "training shapes (MHA, GQA, gpt-oss with sink and window, head dims 64-256, S 1k-16k)",
     "d256-det": "head dim 256 and deterministic mode beside its default-mode twins",
-    "full": "standard, then d256-det's other rows (head dim 256 without a mask, the deterministic twins)",
+    "full": "standard, then d256-det's other rows (head dim 256 without a mask, the deterministic twins) and two "
+            "windows without a sink",
     "quick": "two small cases",
 }
 
