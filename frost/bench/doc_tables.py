@@ -169,7 +169,7 @@ def deterministic_table(reports: dict[str, Report]) -> str:
 
 # (file relative to the repository root, table name) -> (the bench file it quotes, the function that renders it);
 # a source of None renders from every pass's report (by pass name)
-TABLES: dict[tuple[str, str], tuple[str | None, Callable]] = {
+TABLES: dict[tuple[str, str], tuple[str | None, Callable[..., str]]] = {
     ("README.md", "speed-table"): (BENCH_JSON, readme_table),
     ("README.md", "forward-table"): (FORWARD_JSON, readme_forward_table),
     ("docs/performance.md", "speed-table"): (BENCH_JSON, full_table),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 OK, NA, SKIPPED = "ok", "n/a", "skipped"
 
@@ -100,7 +101,7 @@ def deterministic_cost(report: Report) -> list[dict]:
     return out
 
 
-def host_time(report: Report) -> list[dict]:
+def host_time(report: Report) -> list[dict[str, Any]]:
     """Per backend whose host time was measured: its median host time per call over the run's cases, and, for a
     peer, the median over the cases both it and frost ran of frost's host time over the peer's (< 1: frost's calls
     return sooner)."""

@@ -64,7 +64,7 @@ def measure(c: Case, backend, sets: list, opts: Options) -> Result:
                   note=f"{t.calls} calls, {len(sets)} set(s), first call {t.first_s:.2f} s", host_us=host)
 
 
-def host_us(run, n_sets: int, opts: Options) -> float | None:
+def host_us(run: Callable[[int], object], n_sets: int, opts: Options) -> float | None:
     """The host time per call of a row (None when not asked for); on a CPU, two calls: a smoke run's number."""
     if not opts.host_time:
         return None

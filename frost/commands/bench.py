@@ -1,15 +1,18 @@
 """`frost bench`: frost's attention backward (or, with --pass, its forward, a whole training step, or several of
 these) against its peers (torch SDPA flash/cudnn/efficient, FA4's SM120 kernels), in one process on the same
 tensors, GPU time and host time per call; prints a table and writes JSON + PNG per pass under --out. `--ceiling`
-adds the mma.sync throughput microbenchmark; `--render FILE.json` redraws the table and chart of a saved run (no GPU)."""
+adds the mma.sync throughput microbenchmark; `--render FILE.json` redraws the table and chart of a saved run (no
+GPU)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 
 from frost.bench.flops import PASSES
+from frost.bench.report import Report
 from frost.bench.runner import PEER_SMEM
 
 
@@ -46,8 +49,6 @@ def register(sub) -> None:
 
 def passes_of(text: str) -> tuple[str, ...]:
     """--pass's value: "all" or comma-separated names from flops.PASSES (argparse reports a bad one)."""
-    import argparse
-
     names = PASSES if text == "all" else tuple(w for w in text.split(",") if w)
     bad = [w for w in names if w not in PASSES]
     if bad or not names:
@@ -57,8 +58,6 @@ def passes_of(text: str) -> tuple[str, ...]:
 
 def run(args) -> int:
     if args.render:
-        from frost.bench.report import Report
-
         with open(args.render, encoding="utf-8") as fh:
             report = Report.from_dict(json.load(fh))
         return _finish(report, os.path.splitext(args.render)[0])
@@ -92,16 +91,15 @@ def _measure(args) -> int:
     return 0
 
 
-def _stem(args, which: str) -> str:
+def _stem(args: argparse.Namespace, which: str) -> str:
     """The run's files for one pass: bench_<suite>_<dtype>[_<pass>] (the backward has no suffix)."""
     suffix = "" if which == "backward" else f"_{which}"
     return os.path.join(args.out, f"bench_{args.suite}_{args.dtype}{suffix}")
 
 
-def _measure_pass(args, which: str, budget_s: float):
+def _measure_pass(args: argparse.Namespace, which: str, budget_s: float) -> Report:
     """One pass over the suite, its JSON rewritten after every case; returns its Report."""
     from frost.bench import backends, cases, environment, runner
-    from frost.bench.report import Report
 
     dtype = runner.TORCH_DTYPES[args.dtype]
     stem = _stem(args, which)
