@@ -154,17 +154,14 @@ def host_table(reports: dict[str, Report]) -> str:
 def deterministic_table(reports: dict[str, Report]) -> str:
     """Per deterministic case of the run and per pass that has its default twin (the backward and the step: a
     forward is the same in both modes): each backend's deterministic time over its default-mode time."""
-    rows = []
-    for which, report in reports.items():
-        if which == "forward":
-            continue
-        for row in deterministic_cost(report):
-            ratios = row["time_ratio"]
-            rows.append([which, row["case"], *(f"{ratios[b]:.3f}" if b in ratios else "-"
-                                               for b in ("frost", "torch-flash"))])
+    costs = [(which, row) for which, report in reports.items() if which != "forward"
+             for row in deterministic_cost(report)]
+    backends = list(dict.fromkeys(b for _, row in costs for b in row["time_ratio"]))
+    rows = [[which, row["case"], *(f"{row['time_ratio'][b]:.3f}" if b in row["time_ratio"] else "-"
+                                   for b in backends)] for which, row in costs]
     return ("Deterministic time ÷ default time, same run (FA4's SM120 backward, cuDNN and torch's mem-efficient "
-            "backward have no deterministic mode).\n\n" + _grid(["pass", "case", "frost", PEER_LABELS["torch-flash"]],
-                                                                rows))
+            "backward have no deterministic mode).\n\n"
+            + _grid(["pass", "case", *(PEER_LABELS.get(b, b) for b in backends)], rows))
 
 
 # (file relative to the repository root, table name) -> (the bench file it quotes, the function that renders it);

@@ -34,8 +34,8 @@ from frost.kernels.forward.compile import get_forward_kernel
 from frost.kernels.forward.launch import BoundForward, ForwardTensors
 from frost.kernels.forward.select import DTYPES, ForwardKey, select
 from frost.kernels.geometry import LOG2_E
-from frost.kernels.optional_inputs import given
 from frost.kernels.mask import mask_flags, runtime_bounds
+from frost.kernels.optional_inputs import given
 from frost.kernels.packed import Packed
 from frost.spec import Mask, caller_mask
 
