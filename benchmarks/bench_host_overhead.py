@@ -13,7 +13,7 @@ calls run in bursts with an untimed synchronisation in between), and three parts
 FROST_GRAPH_REPLAY=0 times plan.execute without replay. frost.sdpa_backward (the functional call: BSHD tensors,
 allocates its outputs and workspace) is timed on a GPU only.
 
-    python benchmarks/bench_host_overhead.py [--device cpu|cuda] [--calls 20000] [--real]
+    python benchmarks/bench_host_overhead.py [--device cpu|cuda] [--calls 20000] [--real [--busy]]
 """
 
 from __future__ import annotations
@@ -39,9 +39,14 @@ def _inputs(plan, device) -> dict:
 BURST = 200  # calls between (untimed) synchronisations on a GPU: 600 launches stay below CUDA's launch queue depth
 
 
-def _per_call_us(fn, calls: int, repeats: int = 7) -> float:
+BUSY_CYCLES = 50_000_000  # a sleep kernel (~25 ms) that outlasts a burst: every launch of the burst stays pending
+
+
+def _per_call_us(fn, calls: int, repeats: int = 7, busy: bool = False) -> float:
     """Median host time per call. On a GPU the calls run in bursts with a synchronisation (not timed) before each,
-    so a full launch queue never makes the host wait for the GPU."""
+    so a full launch queue never makes the host wait for the GPU. ``busy``: a sleep kernel is queued before each
+    burst, so every call of the burst is enqueued behind work still running (as in a training loop, where the host
+    runs ahead of the GPU) instead of onto an idle GPU."""
     sync = torch.cuda.synchronize if torch.cuda.is_available() else None
     burst = BURST if sync else calls
     for _ in range(calls // 10):
@@ -52,6 +57,8 @@ def _per_call_us(fn, calls: int, repeats: int = 7) -> float:
         for done in range(0, calls, burst):
             if sync:
                 sync()
+                if busy:
+                    torch.cuda._sleep(BUSY_CYCLES)
             start = time.perf_counter()
             for _ in range(min(burst, calls - done)):
                 fn()
@@ -60,7 +67,7 @@ def _per_call_us(fn, calls: int, repeats: int = 7) -> float:
     return statistics.median(samples)
 
 
-def measure(device: str = "cpu", calls: int = 20000, real: bool = False) -> dict[str, float]:
+def measure(device: str = "cpu", calls: int = 20000, real: bool = False, busy: bool = False) -> dict[str, float]:
     graph = sdpa_backward_graph(1, 4, 128, 64, dtype="bfloat16", causal=True)
     target = "sm_90" if real else "sm_120"
     if real:
@@ -74,13 +81,16 @@ def measure(device: str = "cpu", calls: int = 20000, real: bool = False) -> dict
         recompile = _per_call_us(lambda: api.compile(graph, target=target), max(calls // 10, 100))
         functional = _functional_us(device, calls) if device.startswith("cuda") else float("nan")
         parts = _kernel_entry_us(tensors, device, calls) if real else {}
+        if real and busy:
+            parts |= {f"busy_{name}": us for name, us in _kernel_entry_us(tensors, device, calls, busy=True).items()}
+            parts["busy_functional_us"] = _functional_us(device, calls, busy=True)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     return {"execute_us": execute, "compile_hit_us": recompile, "functional_us": functional, "engine": plan.engine,
             "kernels_compiled": cache_stats().compiles} | parts
 
 
-def _kernel_entry_us(tensors: dict, device: str, calls: int) -> dict[str, float]:
+def _kernel_entry_us(tensors: dict, device: str, calls: int, busy: bool = False) -> dict[str, float]:
     """The real kernels' two entries alone: a Launch bound to the plan's problem, and the checked public call."""
     from frost.kernels import choose_config, compile_backward, detect_arch, workspace_regions
     from frost.kernels.backward.launch import BackwardTensors, Launch, Problem
@@ -96,18 +106,18 @@ def _kernel_entry_us(tensors: dict, device: str, calls: int) -> dict[str, float]
     launch, direct = bwd.bind(problem), Launch(bwd.kernels, cfg, problem, graph_replay=False)
     args = (q, k, v, o, do, lse, dq, dk, dv)
     # (each call gathers its tensors into one BackwardTensors, as the engine's calls do)
-    return {"launch_us": _per_call_us(lambda: launch(BackwardTensors(*args, ws)), calls),
-            "launch_direct_us": _per_call_us(lambda: direct(BackwardTensors(*args, ws)), calls),
-            "checked_call_us": _per_call_us(lambda: bwd(*args, scale=d ** -0.5, workspace=ws), calls)}
+    return {"launch_us": _per_call_us(lambda: launch(BackwardTensors(*args, ws)), calls, busy=busy),
+            "launch_direct_us": _per_call_us(lambda: direct(BackwardTensors(*args, ws)), calls, busy=busy),
+            "checked_call_us": _per_call_us(lambda: bwd(*args, scale=d ** -0.5, workspace=ws), calls, busy=busy)}
 
 
-def _functional_us(device: str, calls: int) -> float:
+def _functional_us(device: str, calls: int, busy: bool = False) -> float:
     """frost.sdpa_backward on BSHD tensors: key from tensor metadata, plan hit, output allocation, execute."""
     from frost.api.functional import sdpa_backward
 
     q, k, v, out, dout = (torch.randn(1, 128, 4, 64, device=device, dtype=torch.bfloat16) for _ in range(5))
     lse = torch.randn(1, 4, 128, device=device)
-    return _per_call_us(lambda: sdpa_backward(q, k, v, out, dout, lse, causal=True), calls)
+    return _per_call_us(lambda: sdpa_backward(q, k, v, out, dout, lse, causal=True), calls, busy=busy)
 
 
 class _nothing:
@@ -123,8 +133,11 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--calls", type=int, default=20000)
     p.add_argument("--real", action="store_true", help="real CuTe kernels (GPU only): includes their host work")
+    p.add_argument("--busy", action="store_true",
+                   help="with --real: also time the kernel entries and frost.sdpa_backward with the GPU kept busy "
+                        "(every call enqueued behind a running sleep kernel)")
     args = p.parse_args()
-    r = measure(args.device, args.calls, args.real)
+    r = measure(args.device, args.calls, args.real, args.busy)
     what = "real kernels' host work included" if args.real else "no-op kernels"
     print(f"plan.execute, plan-cache hit, {what}, {args.device}, 9 tensors + workspace: "
           f"{r['execute_us']:.2f} us/call (target <= 20 us)")
@@ -138,6 +151,10 @@ def main() -> None:
         print(f"timed alone: the bound launch {r['launch_us']:.2f} us/call ({replay}), "
               f"{r['launch_direct_us']:.2f} us/call (3 kernel launches); the checked public entry "
               f"CompiledBackward.__call__ {r['checked_call_us']:.2f} us/call")
+    if "busy_launch_us" in r:
+        print(f"GPU kept busy: the bound launch {r['busy_launch_us']:.2f} us/call (graph replay), "
+              f"{r['busy_launch_direct_us']:.2f} us/call (3 kernel launches); CompiledBackward.__call__ "
+              f"{r['busy_checked_call_us']:.2f} us/call; frost.sdpa_backward {r['busy_functional_us']:.2f} us/call")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """What checking padding lengths costs a training loop: 24 layers of frost.attention forward + backward on a padded
 batch (B 4, S 1024, d64, GQA 16/4, causal, per-batch lengths), timed per step with FROST_CHECK_SEQ_LENS=0 (no check),
 sync (a device-to-host read before each launch) and the default (deferred: an asynchronous copy checked later), in one
-process. The lengths tensor is made afresh each step, as a data loader would.
+process. The lengths tensor is made afresh each step, as a data loader would. Then the host time of one call per mode
+(the loop is host-bound, so its steps vary with the host): frost.sdpa_forward with those lengths, in bursts of 48
+calls (a step's calls) with an untimed synchronisation before each.
 
     python3 benchmarks/bench_length_checks.py [--steps 40] [--rounds 3] [--json out.json]"""
 
@@ -42,6 +44,27 @@ def step_ms(steps: int) -> list[float]:
     return times
 
 
+def call_us(bursts: int = 40) -> float:
+    """Median host time per frost.sdpa_forward call with per-batch lengths (one lengths tensor for every call)."""
+    import torch
+
+    import frost
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(B, S, h, D, device="cuda", dtype=torch.bfloat16, generator=g) for h in (HQ, HKV, HKV))
+    lengths = torch.tensor([S, S - 100, S // 2, 17], dtype=torch.int32, device="cuda")
+    samples = []
+    for i in range(bursts + 3):   # the first bursts compile and warm up
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(2 * LAYERS):
+            frost.sdpa_forward(q, k, v, causal=True, seq_len_q=lengths, seq_len_kv=lengths)
+        if i >= 3:
+            samples.append((time.perf_counter() - start) / (2 * LAYERS) * 1e6)
+    torch.cuda.synchronize()
+    return statistics.median(samples)
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
@@ -59,6 +82,14 @@ def main(argv=None) -> None:
     off = statistics.median(results["off"])
     for mode in ("sync", "deferred"):
         print(f"{mode} / off: {statistics.median(results[mode]) / off:.3f}")
+    for _round in range(args.rounds):
+        for mode, value in MODES.items():
+            os.environ["FROST_CHECK_SEQ_LENS"] = value
+            results.setdefault(f"call_us_{mode}", []).append(call_us())
+    for mode in MODES:
+        us = results[f"call_us_{mode}"]
+        print(f"host time per frost.sdpa_forward call with lengths, {mode:9s}: median {statistics.median(us):6.1f} us "
+              f"(rounds: {', '.join(f'{u:.1f}' for u in us)})")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f)

@@ -8,13 +8,18 @@
 #   full      (only when named) frost bench --suite full --pass all --peer-smem padded --ceiling: every row the
 #             performance page quotes (forward, backward, step, d256, deterministic twins, host time per call) in one
 #             run, into OUT_DIR/full
-#   host      (only when named) benchmarks/bench_host_overhead.py --real: the parts of frost's host path per call
+#   host      (only when named) benchmarks/bench_host_overhead.py --real --busy: the parts of frost's host path per
+#             call, on an idle GPU and with every call enqueued behind running work
+#   replay    (only when named) the backward's host time per call in frost bench (two cases, frost alone) with CUDA-graph
+#             replay on and off, two rounds each, into OUT_DIR/replay_{on,off}_{1,2}
 #   padfwd padbwd padstep   (only when named) the standard suite's passes with FA4's launches padded to SM120's
 #             occupancy as frost's are (frost bench --peer-smem padded), into OUT_DIR/padded
 #   varlenpad (only when named) bench_varlen.py with FA4's launches padded the same way
 #   ncu       (only when named) Nsight Compute on the forward's two limit rows: d128 without a mask, and the
 #             gpt-oss 128-token window with a sink (benchmarks/ncu_kernels.py); then FA4's d128 forward as it launches
 #             and padded to SM120's occupancy (its occupancy on this GPU against what SM120 would give it)
+#   ncurows   (only when named) Nsight Compute on frost and FA4 (padded) side by side: the d64 forward (B4 H16 S4096),
+#             the S1k d64 forward (B16), and the backward of the d128 256-token window (B4 H16 S4096)
 # Usage: bash benchmarks/gpu_benches.sh OUT_DIR [STEPS (default: all)] [LIMIT_S per step (default 240)]
 # A step may carry its own limit: "varlen:200,step:150" (steps run in the order of the script, not of STEPS).
 set -u
@@ -39,13 +44,29 @@ done
 lim=$(limit_of full)
 [ -n "$lim" ] && run full python3 -m frost bench --suite full --pass all --peer-smem padded --ceiling \
     --out "$out/full" --budget-s $((lim - 60))
-run host python3 benchmarks/bench_host_overhead.py --real --calls 4000
+run host python3 benchmarks/bench_host_overhead.py --real --busy --calls 4000
+run replay bash -c "for r in 1 2; do for m in on off; do [ \$m = on ] && v=1 || v=0
+    FROST_GRAPH_REPLAY=\$v python3 -m frost bench --suite standard --cases mha-d64-causal,gqa32 --pass backward \
+        --backends frost --out $out/replay_\${m}_\$r > /dev/null 2>&1
+    python3 -c \"import json,sys; r=json.load(open(sys.argv[1])); print(sys.argv[2], [(x['case'], \
+        x.get('host_us')) for x in r['results']])\" $out/replay_\${m}_\$r/*.json \$m; done; done"
 NCU="ncu --clock-control none --kernel-name regex:FwdKernel --launch-skip 1 --launch-count 1 --section SpeedOfLight"
 NCU="$NCU --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis"
 run ncu bash -c "$NCU python3 benchmarks/ncu_kernels.py --forward --batch 4 --heads 16 --seq 4096 --head-dim 128 &&
                  $NCU python3 benchmarks/ncu_kernels.py --forward --batch 2 --heads 64 --heads-kv 8 --seq 4096 \
                       --head-dim 64 --causal --window 127 --sink &&
-                 ${NCU/regex:FwdKernel/regex:FlashAttentionForward} python3 benchmarks/ncu_kernels.py --fa4 \
+                 ${NCU/regex:FwdKernel/regex:FlashAttentionForward} python3 benchmarks/ncu_kernels.py --fa4 --forward \
                       --batch 4 --heads 16 --seq 4096 --head-dim 128 &&
-                 ${NCU/regex:FwdKernel/regex:FlashAttentionForward} python3 benchmarks/ncu_kernels.py --fa4 --padded \
-                      --batch 4 --heads 16 --seq 4096 --head-dim 128"
+                 ${NCU/regex:FwdKernel/regex:FlashAttentionForward} python3 benchmarks/ncu_kernels.py --fa4 --forward \
+                      --padded --batch 4 --heads 16 --seq 4096 --head-dim 128"
+NCU_FA4F="${NCU/regex:FwdKernel/regex:FlashAttentionForward} --section InstructionStats"
+NCU_FA4B="${NCU/regex:FwdKernel/regex:FlashAttentionBackwardSm} --section InstructionStats"
+NCU_BWD="${NCU/regex:FwdKernel/regex:BwdMain} --section InstructionStats"
+run ncurows bash -c "for shape in '--batch 4 --seq 4096' '--batch 16 --seq 1024'; do
+                       $NCU --section InstructionStats python3 benchmarks/ncu_kernels.py --forward --heads 16 \
+                           --head-dim 64 \$shape && $NCU_FA4F python3 benchmarks/ncu_kernels.py --fa4 --padded \
+                           --forward --heads 16 --head-dim 64 \$shape; done &&
+                     $NCU_BWD python3 benchmarks/ncu_kernels.py --batch 4 --heads 16 --seq 4096 --head-dim 128 \
+                         --causal --window 255 &&
+                     $NCU_FA4B python3 benchmarks/ncu_kernels.py --fa4 --padded --batch 4 --heads 16 --seq 4096 \
+                         --head-dim 128 --causal --window 255"

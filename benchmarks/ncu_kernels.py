@@ -6,7 +6,10 @@ second launch of a kernel (the forward's is FwdKernel).
         python3 benchmarks/ncu_kernels.py --batch 4 --heads 16 --seq 4096 --head-dim 128 [--causal] [--window L]
         [--deterministic] [--variant NAME] [--forward] [--sink] [--fa4 [--padded]]
 
-The first call compiles and warms up; the profiled one is the second. Not a benchmark (ncu replays the kernel)."""
+The first call compiles and warms up; the profiled one is the second. Not a benchmark (ncu replays the kernel).
+With --fa4, FA4's SM120 forward (--forward) or backward runs instead: its kernels' names contain
+FlashAttentionForward / FlashAttentionBackwardSm (the main kernel; its pre- and postprocess are named apart), and
+its backward takes frost's out and lse for the same inputs."""
 
 from __future__ import annotations
 
@@ -30,8 +33,7 @@ def main() -> None:
     ap.add_argument("--forward", action="store_true", help="profile the forward instead of the backward")
     ap.add_argument("--sink", action="store_true", help="with learnable sink logits (one per query head)")
     ap.add_argument("--fa4", action="store_true",
-                    help="run FA4's SM120 forward (flash_attn.cute, FLASH_ATTENTION_ARCH=sm_120) instead of frost's: "
-                         "its kernel name contains FlashAttentionForward")
+                    help="run FA4's SM120 kernels (flash_attn.cute, FLASH_ATTENTION_ARCH=sm_120) instead of frost's")
     ap.add_argument("--padded", action="store_true",
                     help="--fa4: its launches padded to SM120's occupancy as frost's are (frost bench --peer-smem "
                          "padded)")
@@ -54,18 +56,11 @@ def main() -> None:
 
     q, k, v, dout = rand(a.heads), rand(hkv), rand(hkv), rand(a.heads)
     window = (a.window, None)
-    if a.fa4:
-        from frost.bench.backends.fa4 import load_fa4_function
-        from frost.bench.sm120_launches import padded_when
-
-        flash_attn_func = load_fa4_function(q.device)   # with FA4's arch and SM-count environment, as the bench sets
-        with padded_when(a.padded):
-            for _ in range(2):
-                flash_attn_func(q, k, v, causal=a.causal, window_size=window)
-        torch.cuda.synchronize()
-        return
     sink = torch.randn(a.heads, device="cuda", generator=g) if a.sink else None
     out, lse = frost.attention(q, k, v, causal=a.causal, window_size=window, sink=sink, return_lse=True)
+    if a.fa4:
+        _fa4(a, q, k, v, out, dout, lse)
+        return
     for _ in range(2):
         if a.forward:
             frost.sdpa_forward(q, k, v, causal=a.causal, window_size=window, sink=sink)
@@ -75,6 +70,23 @@ def main() -> None:
     torch.cuda.synchronize()
     print("engine:", frost.compile(frost.sdpa_backward_graph(a.batch, a.heads, a.seq, a.head_dim, heads_kv=hkv,
                                                               causal=a.causal)).engine)
+
+
+def _fa4(a: argparse.Namespace, q, k, v, out, dout, lse) -> None:
+    """FA4's forward or backward, twice (with FA4's arch and SM-count environment, as the bench sets them)."""
+    from frost.bench.backends.fa4 import load_fa4_backward, load_fa4_function
+    from frost.bench.sm120_launches import padded_when
+
+    window = (a.window, None)
+    flash_attn_func, flash_attn_bwd = load_fa4_function(q.device), load_fa4_backward(q.device)
+    with padded_when(a.padded):
+        for _ in range(2):
+            if a.forward:
+                flash_attn_func(q, k, v, causal=a.causal, window_size=window)
+            else:
+                flash_attn_bwd(q, k, v, out, dout, lse, causal=a.causal, window_size_left=a.window,
+                               window_size_right=None)
+    torch.cuda.synchronize()
 
 
 if __name__ == "__main__":
