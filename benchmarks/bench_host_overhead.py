@@ -10,8 +10,10 @@ or from the second call with the same tensors one CUDA-graph launch of them: ker
 calls run in bursts with an untimed synchronisation in between), and three parts are timed alone: the bound launch
 (frost.kernels.backward.launch.Launch) with graph replay and without, and the checked public entry
 (CompiledBackward.__call__, which keeps a bound launch per problem, so repeated calls replay too).
-FROST_GRAPH_REPLAY=0 times plan.execute without replay. frost.sdpa_backward (the functional call: BSHD tensors,
-allocates its outputs and workspace) is timed on a GPU only.
+FROST_GRAPH_REPLAY=0 times plan.execute without replay. Also timed, on either device (on a CPU through the same
+no-op kernels): frost.sdpa_backward (the functional call: BSHD tensors, allocates its outputs and workspace), and
+frost.attention forward + autograd backward beside a torch.autograd.Function that computes nothing (the cost of a
+Python autograd node, which torch's own attention ops do not pay).
 
     python benchmarks/bench_host_overhead.py [--device cpu|cuda] [--calls 20000] [--real [--busy]]
 """
@@ -73,14 +75,15 @@ def measure(device: str = "cpu", calls: int = 20000, real: bool = False, busy: b
     if real:
         from frost.api.plans import target_of
         target = target_of(torch.device(device))
-    compiler = None if real else FakeCompiler(device_type=torch.device(device).type, persist=False)
-    with use_compiler("cute_sm120", compiler) if compiler else _nothing():
+    compiler = None if real else FakeCompiler(device_type=torch.device(device).type, persist=False, record=False)
+    with use_compiler("cute_sm120", compiler) if compiler else _nothing(), _calls_target(device, target):
         plan = api.compile(graph, target=target)
         tensors, workspace = _inputs(plan, device), plan.new_workspace(device)
         execute = _per_call_us(lambda: plan.execute(tensors, workspace=workspace), calls)
         recompile = _per_call_us(lambda: api.compile(graph, target=target), max(calls // 10, 100))
-        functional = _functional_us(device, calls) if device.startswith("cuda") else float("nan")
-        parts = _kernel_entry_us(tensors, device, calls) if real else {}
+        functional = _functional_us(device, calls)
+        parts = _autograd_us(device, calls // 4)
+        parts |= _kernel_entry_us(tensors, device, calls) if real else {}
         if real and busy:
             parts |= {f"busy_{name}": us for name, us in _kernel_entry_us(tensors, device, calls, busy=True).items()}
             parts["busy_functional_us"] = _functional_us(device, calls, busy=True)
@@ -120,6 +123,66 @@ def _functional_us(device: str, calls: int, busy: bool = False) -> float:
     return _per_call_us(lambda: sdpa_backward(q, k, v, out, dout, lse, causal=True), calls, busy=busy)
 
 
+def _autograd_us(device: str, calls: int) -> dict[str, float]:
+    """frost.attention forward + autograd backward (the leaves' gradients dropped after each, so none accumulates),
+    its forward alone, and the floor under it: a torch.autograd.Function on the same tensors that only allocates its
+    outputs and gradients (torch's own cost of a Python autograd node)."""
+    import frost
+
+    q, k, v = (torch.randn(1, 128, 4, 64, device=device, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    dout = torch.randn(1, 128, 4, 64, device=device, dtype=torch.bfloat16)
+
+    def step(attention) -> None:
+        attention(q, k, v).backward(dout)
+        q.grad = k.grad = v.grad = None
+
+    frost_attention = lambda q, k, v: frost.attention(q, k, v, causal=True)   # noqa: E731
+    return {"attention_step_us": _per_call_us(lambda: step(frost_attention), calls),
+            "attention_forward_us": _per_call_us(lambda: frost_attention(q, k, v), calls),
+            "autograd_floor_us": _per_call_us(lambda: step(lambda *qkv: _Floor.apply(*qkv)[0]), calls)}
+
+
+class _Floor(torch.autograd.Function):
+    """An attention-shaped autograd node that computes nothing: (out, lse) forward, (dq, dk, dv) backward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        out, lse = torch.empty_like(q), q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+        ctx.save_for_backward(q, k, v, out, lse)
+        ctx.set_materialize_grads(False)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, dlse):
+        q, k, v, _, _ = ctx.saved_tensors
+        return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+class _calls_target:
+    """The functional and autograd calls on CPU tensors plan for ``target`` (the fake kernels' engine), as the plan
+    above does; on a GPU they plan for the device's own target."""
+
+    def __init__(self, device: str, target: str) -> None:
+        self.device = torch.device(device)
+        self.target = target if self.device.type == "cpu" else None
+
+    def __enter__(self):
+        from frost.api import plans
+
+        self.saved = plans._targets.get(self.device)
+        if self.target is not None:
+            plans._targets[self.device] = self.target
+
+    def __exit__(self, *exc):
+        from frost.api import plans
+
+        if self.target is not None:
+            plans._targets.pop(self.device, None)
+            if self.saved is not None:
+                plans._targets[self.device] = self.saved
+        return False
+
+
 class _nothing:
     def __enter__(self):
         return None
@@ -142,7 +205,10 @@ def main() -> None:
     print(f"plan.execute, plan-cache hit, {what}, {args.device}, 9 tensors + workspace: "
           f"{r['execute_us']:.2f} us/call (target <= 20 us)")
     print(f"frost.compile on a plan-cache hit (same graph object): {r['compile_hit_us']:.2f} us/call")
-    print(f"frost.sdpa_backward (functional, allocates its outputs; GPU only): {r['functional_us']:.2f} us/call")
+    print(f"frost.sdpa_backward (functional, allocates its outputs): {r['functional_us']:.2f} us/call")
+    print(f"frost.attention forward + backward: {r['attention_step_us']:.2f} us/call (its forward alone "
+          f"{r['attention_forward_us']:.2f}); a torch.autograd.Function that computes nothing: "
+          f"{r['autograd_floor_us']:.2f} us/call")
     print(f"engine {r['engine']}, kernels compiled {r['kernels_compiled']}")
     if "launch_us" in r:
         from frost.kernels.graph_replay import replay_enabled

@@ -193,21 +193,26 @@ def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tens
 
 def _backward(ctx: Any, grad_out: Optional[Tensor], grad_lse: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
     """The op's registered backward (what torch.compile and direct op users get): through the backward op."""
-    return _gradients(ctx, grad_out, grad_lse, torch.ops.frost.attention_backward)
-
-
-def _gradients(ctx: Any, grad_out: Optional[Tensor], grad_lse: Optional[Tensor],
-               backward_op: Callable[..., tuple[Tensor, Tensor, Tensor, Tensor]]) -> tuple[Optional[Tensor], ...]:
-    """Gradients for q, k, v and sink, including what flows in through the returned lse (grad_lse: None when the
-    loss does not use it). Deterministic as asked at the forward, or (None) as torch says now."""
     q, k, v, out, lse, cu_q, cu_kv, seq_len_q, seq_len_kv, sink = ctx.saved_tensors
-    if grad_out is None:   # only the lse output was used
-        grad_out = torch.zeros_like(out)
+    dout, dlse = _incoming(out, grad_out, grad_lse)
     scale, causal, left, right, alignment, deterministic = ctx.options
-    dq, dk, dv, dsink = backward_op(
-        q, k, v, out, _dense(grad_out), lse, cu_q, cu_kv, *ctx.max_seqlens, seq_len_q, seq_len_kv, sink, scale,
-        causal, left, right, alignment, gate.resolve_deterministic(deterministic),
-        None if grad_lse is None else _dense(grad_lse))
+    dq, dk, dv, dsink = torch.ops.frost.attention_backward(
+        q, k, v, out, dout, lse, cu_q, cu_kv, *ctx.max_seqlens, seq_len_q, seq_len_kv, sink, scale, causal, left,
+        right, alignment, gate.resolve_deterministic(deterministic), dlse)
+    return _input_gradients(ctx, dq, dk, dv, dsink)
+
+
+def _incoming(out: Tensor, grad_out: Optional[Tensor], grad_lse: Optional[Tensor]) -> tuple[Tensor, Optional[Tensor]]:
+    """dout and dlse for the backward: zeros for dout when only lse was used (grad_lse: None when the loss does not
+    use lse), each with its last dim dense."""
+    if grad_out is None:
+        grad_out = torch.zeros_like(out)
+    return _dense(grad_out), None if grad_lse is None else _dense(grad_lse)
+
+
+def _input_gradients(ctx: Any, dq: Tensor, dk: Tensor, dv: Tensor, dsink: Optional[Tensor]
+                     ) -> tuple[Optional[Tensor], ...]:
+    """The op's 16 inputs' gradients: q, k, v and (with a sink) sink."""
     return (dq, dk, dv, None, None, None, None, None, None, dsink if ctx.has_sink else None,
             None, None, None, None, None, None)
 
@@ -223,22 +228,35 @@ attention_forward_op.register_autograd(_backward, setup_context=_setup_context)
 
 
 class _Attention(torch.autograd.Function):
-    """frost.attention's autograd node in eager mode: the same setup and backward as the op's registered autograd,
-    running the forward's Call that _attention gated (the op's arguments follow it, as setup_context reads them).
-    The op's dispatch and its autograd wrapper (which refills the 16 schema defaults for setup_context on every
-    call), and gating the arguments a second time in the op's body, cost more host time than the rest of the call;
-    torch.compile traces the op instead (see _attention)."""
+    """frost.attention's autograd node in eager mode: the same saved tensors and gradients as the op's registered
+    autograd, running the forward's Call that _attention gated (the op's arguments follow it, as setup_context
+    reads them), and a backward Call made of the saved tensors, the incoming gradients and that forward's gated
+    options (nothing passes the gate twice). The op's dispatch and its autograd wrapper (which refills the 16
+    schema defaults for setup_context on every call), and gating the arguments a second time in the op's body, cost
+    more host time than the rest of the call; torch.compile traces the op instead (see _attention)."""
 
     @staticmethod
     def forward(ctx: Any, call: Call, *inputs: Any) -> tuple[Tensor, Tensor]:
         check_forward(call)
         output = forward(call)
         _setup_context(ctx, inputs, output)
+        # no tensors here: the saved ones stay the only references (saved-tensor hooks, checkpointing)
+        ctx.gated = (call.layout, call.options, call.max_seqlens)
         return output
 
     @staticmethod
     def backward(ctx: Any, grad_out: Optional[Tensor], grad_lse: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
-        return (None, *_gradients(ctx, grad_out, grad_lse, _attention_backward))
+        q, k, v, out, lse, cu_q, cu_kv, seq_len_q, seq_len_kv, sink = ctx.saved_tensors
+        dout, dlse = _incoming(out, grad_out, grad_lse)
+        # by role, in the order the op's backward gates them (the plan key follows the order)
+        roles = (("q", q), ("k", k), ("v", v), ("seq_len_q", seq_len_q), ("seq_len_kv", seq_len_kv), ("sink", sink),
+                 ("o", out), ("do", dout), ("lse", lse), ("dlse", dlse), ("cu_seqlens_q", cu_q),
+                 ("cu_seqlens_kv", cu_kv))
+        layout, options, max_seqlens = ctx.gated
+        call = Call("backward", layout, {role: t for role, t in roles if t is not None}, options, max_seqlens,
+                    gate.resolve_deterministic(options.deterministic))
+        dq, dk, dv, dsink = backward(call)
+        return (None, *_input_gradients(ctx, dq, dk, dv, dsink))
 
 
 _attention_node: Callable[..., tuple[Tensor, Tensor]] = _Attention.apply

@@ -1,5 +1,7 @@
 """The custom ops pass torch.library.opcheck, and torch.compile(fullgraph=True) traces a model using frost.attention."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch.library import opcheck
@@ -100,3 +102,49 @@ def test_torch_compile_fullgraph_with_gqa_padding_and_lse():
     assert torch.allclose(loss, model(x, lens))
     for got, want in zip((p.grad for p in model.parameters()), eager):
         assert torch.allclose(got, want, atol=1e-5)
+
+
+def _tensors_in(value) -> list:
+    """Every torch.Tensor reachable from ``value`` through containers and dataclass fields."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = [getattr(value, f.name) for f in dataclasses.fields(value)]
+    if isinstance(value, (list, tuple)):
+        return [t for item in value for t in _tensors_in(item)]
+    return []
+
+
+def test_the_eager_node_keeps_tensors_only_as_saved_tensors():
+    """Saved-tensor hooks (activation offloading, checkpointing) then see every tensor the backward reads, and the
+    gradients through the hooks are those without them."""
+    q, k, v = _qkv(requires_grad=True, hkv=2)
+    sink, lens = torch.randn(H).requires_grad_(), torch.tensor([S, 9], dtype=torch.int32)
+    kept = []
+
+    def pack(t):
+        kept.append(t.clone())
+        return len(kept) - 1
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda i: kept[i]):
+        out, lse = attention(q, k, v, causal=True, sink=sink, seq_len_q=lens, seq_len_kv=lens, return_lse=True)
+    assert _tensors_in(vars(out.grad_fn)) == []
+    (out.square().sum() + lse.clamp(min=-1e4).sum()).backward()
+    hooked = [t.grad.clone() for t in (q, k, v, sink)]
+    for t in (q, k, v, sink):
+        t.grad = None
+    out, lse = attention(q, k, v, causal=True, sink=sink, seq_len_q=lens, seq_len_kv=lens, return_lse=True)
+    (out.square().sum() + lse.clamp(min=-1e4).sum()).backward()
+    for got, want in zip(hooked, (q.grad, k.grad, v.grad, sink.grad)):
+        assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_an_input_changed_in_place_after_the_forward_is_refused_by_the_backward():
+    q, k, v = _qkv(requires_grad=True)
+    q2 = q * 1
+    out = attention(q2, k, v, causal=True)
+    q2.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.sum().backward()
