@@ -32,7 +32,7 @@ class FakeKernel:
         return lambda tensors, stream=None, **options: self.launches.append((tensors, {"stream": stream} | options))
 
 
-def _no_op(tensors, stream=None, **options) -> None:
+def _no_op(tensors: object, stream: object = None, **options: object) -> None:
     return None
 
 
