@@ -45,7 +45,7 @@ SHAPES = (
 # (m_block, n_block, warps, min_blocks, kv_stages[, q_in_regs[, lazy_rescale]]) alternatives per head dim; the
 # first is the table's
 VARIANTS = {64: ((128, 64, 4, 2, 2, True), (128, 64, 4, 2, 2), (128, 64, 4, 2, 2, True, True), (64, 64, 4, 2, 2),
-                 (64, 64, 4, 2, 2, True), (64, 32, 4, 2, 2)),
+                 (64, 64, 4, 2, 2, True), (64, 32, 4, 2, 2), (128, 128, 8, 1, 2, True), (64, 128, 4, 2, 1, True)),
             128: ((128, 32, 4, 2, 1), (128, 64, 4, 1, 1), (128, 64, 4, 1, 2), (128, 64, 8, 1, 2),
                   (128, 32, 4, 2, 1, False, True), (128, 64, 8, 1, 2, True), (128, 64, 8, 1, 2, True, True),
                   (256, 32, 8, 1, 1), (128, 128, 8, 1, 1))}

@@ -18,6 +18,9 @@
 #   ncu       (only when named) Nsight Compute on the forward's two limit rows: d128 without a mask, and the
 #             gpt-oss 128-token window with a sink (benchmarks/ncu_kernels.py); then FA4's d128 forward as it launches
 #             and padded to SM120's occupancy (its occupancy on this GPU against what SM120 would give it)
+#   fwdvar    (only when named) bench_forward.py --variants on the d64 shapes: the served 128x64 tile against 128
+#             keys a step (8 warps at one CTA per SM; 64 query rows at two), FA4's step width (its own 128x128 tile
+#             with 4 warps spills in frost's kernel)
 #   ncurows   (only when named) Nsight Compute on frost and FA4 (padded) side by side: the d64 forward (B4 H16 S4096),
 #             the S1k d64 forward (B16), and the backward of the d128 256-token window (B4 H16 S4096)
 # Usage: bash benchmarks/gpu_benches.sh OUT_DIR [STEPS (default: all)] [LIMIT_S per step (default 240)]
@@ -59,6 +62,8 @@ run ncu bash -c "$NCU python3 benchmarks/ncu_kernels.py --forward --batch 4 --he
                       --batch 4 --heads 16 --seq 4096 --head-dim 128 &&
                  ${NCU/regex:FwdKernel/regex:FlashAttentionForward} python3 benchmarks/ncu_kernels.py --fa4 --forward \
                       --padded --batch 4 --heads 16 --seq 4096 --head-dim 128"
+run fwdvar python3 benchmarks/bench_forward.py --variants --dims 64 --rounds 3 \
+    --tiles "128,64,4,2,2,True;128,128,8,1,2,True;64,128,4,2,1,True"
 NCU_FA4F="${NCU/regex:FwdKernel/regex:FlashAttentionForward} --section InstructionStats"
 NCU_FA4B="${NCU/regex:FwdKernel/regex:FlashAttentionBackwardSm} --section InstructionStats"
 NCU_BWD="${NCU/regex:FwdKernel/regex:BwdMain} --section InstructionStats"
