@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from contextlib import contextmanager, nullcontext
 
 import torch
 
@@ -76,7 +77,7 @@ def measure(device: str = "cpu", calls: int = 20000, real: bool = False, busy: b
         from frost.api.plans import target_of
         target = target_of(torch.device(device))
     compiler = None if real else FakeCompiler(device_type=torch.device(device).type, persist=False, record=False)
-    with use_compiler("cute_sm120", compiler) if compiler else _nothing(), _calls_target(device, target):
+    with use_compiler("cute_sm120", compiler) if compiler else nullcontext(), _calls_target(device, target):
         plan = api.compile(graph, target=target)
         tensors, workspace = _inputs(plan, device), plan.new_workspace(device)
         execute = _per_call_us(lambda: plan.execute(tensors, workspace=workspace), calls)
@@ -158,37 +159,24 @@ class _Floor(torch.autograd.Function):
         return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
-class _calls_target:
+@contextmanager
+def _calls_target(device: str, target: str):
     """The functional and autograd calls on CPU tensors plan for ``target`` (the fake kernels' engine), as the plan
     above does; on a GPU they plan for the device's own target."""
+    from frost.api import plans
 
-    def __init__(self, device: str, target: str) -> None:
-        self.device = torch.device(device)
-        self.target = target if self.device.type == "cpu" else None
-
-    def __enter__(self):
-        from frost.api import plans
-
-        self.saved = plans._targets.get(self.device)
-        if self.target is not None:
-            plans._targets[self.device] = self.target
-
-    def __exit__(self, *exc):
-        from frost.api import plans
-
-        if self.target is not None:
-            plans._targets.pop(self.device, None)
-            if self.saved is not None:
-                plans._targets[self.device] = self.saved
-        return False
-
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
+    dev = torch.device(device)
+    if dev.type != "cpu":
+        yield
+        return
+    saved = plans._targets.get(dev)
+    plans._targets[dev] = target
+    try:
+        yield
+    finally:
+        plans._targets.pop(dev, None)
+        if saved is not None:
+            plans._targets[dev] = saved
 
 
 def main() -> None:

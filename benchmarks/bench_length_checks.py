@@ -45,24 +45,23 @@ def step_ms(steps: int) -> list[float]:
 
 
 def call_us(bursts: int = 40) -> float:
-    """Median host time per frost.sdpa_forward call with per-batch lengths (one lengths tensor for every call)."""
+    """Median host time per frost.sdpa_forward call with per-batch lengths (one lengths tensor for every call), in
+    bursts of a step's 48 calls (frost.bench.timing.host_us)."""
     import torch
 
     import frost
+    from frost.bench.timing import host_us
 
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(B, S, h, D, device="cuda", dtype=torch.bfloat16, generator=g) for h in (HQ, HKV, HKV))
     lengths = torch.tensor([S, S - 100, S // 2, 17], dtype=torch.int32, device="cuda")
-    samples = []
-    for i in range(bursts + 3):   # the first bursts compile and warm up
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(2 * LAYERS):
-            frost.sdpa_forward(q, k, v, causal=True, seq_len_q=lengths, seq_len_kv=lengths)
-        if i >= 3:
-            samples.append((time.perf_counter() - start) / (2 * LAYERS) * 1e6)
-    torch.cuda.synchronize()
-    return statistics.median(samples)
+
+    def call(_set: int) -> None:
+        frost.sdpa_forward(q, k, v, causal=True, seq_len_q=lengths, seq_len_kv=lengths)
+
+    for _ in range(3 * 2 * LAYERS):   # compile and warm up
+        call(0)
+    return host_us(call, 1, burst=2 * LAYERS, bursts=bursts)
 
 
 def main(argv=None) -> None:
