@@ -45,7 +45,8 @@ class DeferredChecks:
         """Copy ``tensors`` (device tensors, or None) to the host and check them with ``check(host copies)`` once
         the copies land; raises what an earlier submission found, if its copy has landed."""
         self.landed()
-        if self._already(tensors, limits):
+        key = _key(tensors, limits)
+        if self._already(key, tensors):
             return
         if len(self._pending) >= MAX_PENDING:
             self._pending[0].event.synchronize()   # type: ignore[attr-defined]
@@ -55,7 +56,6 @@ class DeferredChecks:
         event = torch.cuda.Event()
         event.record(torch.cuda.current_stream(device))
         self._pending.append(_Pending(event, host, check))
-        key = _key(tensors, limits)
         self._seen[key] = (tuple(None if t is None else weakref.ref(t) for t in tensors),
                            tuple(_version(t) for t in tensors))
         self._seen.move_to_end(key)
@@ -76,10 +76,11 @@ class DeferredChecks:
                                   "found in a call made before this one: the values are checked on the host "
                                   "after an asynchronous copy, and the kernels clamped them meanwhile") from None
 
-    def _already(self, tensors: tuple, limits: Hashable) -> bool:
-        """Whether these very tensors, unchanged since, were submitted with these limits (one lookup: a call of
-        every layer asks). An id can be reused by a new tensor: the weak reference tells them apart."""
-        seen = self._seen.get(_key(tensors, limits))
+    def _already(self, key: tuple, tensors: tuple) -> bool:
+        """Whether these very tensors, unchanged since, were submitted with these limits (``key``: _key of both; one
+        lookup: a call of every layer asks). An id can be reused by a new tensor: the weak reference tells them
+        apart."""
+        seen = self._seen.get(key)
         if seen is None:
             return False
         refs, versions = seen
