@@ -67,18 +67,21 @@ def _check_shape(role: str, x: torch.Tensor, packed: bool, dims: dict[str, int])
         raise TensorError(f"{name}.shape", got, f"rank {len(symbols)}: ({layout})" +
                           (", the tokens of every sequence packed on the first axis" if packed and
                            role in spec.IO_ROLES else ""))
-    for symbol, extent in zip(symbols, got):
+    for at, (symbol, extent) in enumerate(zip(symbols, got)):
         why = _mismatch(symbol, extent, dims)
         if why is not None:
-            want = tuple(_expected(s, n, dims) for s, n in zip(symbols, got))
+            want = ", ".join(_expected(s, n, dims, i == at) for i, (s, n) in enumerate(zip(symbols, got)))
+            want += "," if len(got) == 1 else ""   # written like the shape it is compared with: (2,)
             meaning = f", {declared.meaning_in(packed)}" if declared.meaning_in(packed) else ""
-            raise TensorError(f"{name}.shape", got, f"{want} = ({layout}){meaning}: {why}")
+            raise TensorError(f"{name}.shape", got, f"({want}) = ({layout}){meaning}: {why}")
 
 
-def _expected(symbol: str, extent: int, dims: dict[str, int]) -> int:
+def _expected(symbol: str, extent: int, dims: dict[str, int], failed: bool) -> str:
+    """One dim of the accepted shape: its value where the other tensors fix it, the symbol where the failed dim
+    is fixed by a rule only (Hkv dividing Hq, H >= 1), else the extent as given."""
     if symbol == "B+1":
-        return dims["B"] + 1 if "B" in dims else extent
-    return dims.get(symbol, extent)
+        return str(dims["B"] + 1) if "B" in dims else symbol if failed else str(extent)
+    return str(dims[symbol]) if symbol in dims else symbol if failed else str(extent)
 
 
 def _mismatch(symbol: str, extent: int, dims: dict[str, int]) -> str | None:

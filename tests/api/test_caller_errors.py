@@ -48,7 +48,9 @@ def test_attention_forward_checks_what_the_backward_needs(kwargs, match):
 
 
 @pytest.mark.parametrize("make, match", [
-    (lambda: (_bshd(B, S, HQ, D), _bshd(B, S, 3, D), _bshd(B, S, 3, D)), r"^k\.shape: got \(2, 16, 3, 16\).*Hq = 4"),
+    # a rule, not another tensor, fixes Hkv: the accepted shape names it
+    (lambda: (_bshd(B, S, HQ, D), _bshd(B, S, 3, D), _bshd(B, S, 3, D)),
+     r"^k\.shape: got \(2, 16, 3, 16\); accepted: \(2, 16, Hkv, 16\) = \(B, Skv, Hkv, Dqk\): Hkv a divisor of Hq = 4"),
     (lambda: (_bshd(B, S, HQ, D), _bshd(3, S, HKV, D), _bshd(3, S, HKV, D)), r"^k\.shape: got \(3, 16, 2, 16\)"),
     (lambda: (_bshd(B, S, HQ, D), *(t.double() for t in _qkv()[1:])), r"^k\.dtype: got torch\.float64"),
     (lambda: (_bshd(B, S, HQ, D), _bshd(B, S, HKV, D), _bshd(B, S + 1, HKV, D)), r"^v\.shape: got \(2, 17, 2, 16\)"),
