@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, Union
@@ -12,7 +13,7 @@ from frost.ir.pydantic_errors import as_graph_errors
 from frost.ir.ops import (STRUCTURED_OPS, GenericOp, SdpaBackwardOp, SdpaForwardInputs, SdpaForwardOp,
                           SdpaForwardOutputs, SdpaInputs, SdpaOutputs)
 from frost.ir.tensors import LAYOUTS, DType, Layout, Ragged, TensorSpec, layout_strides
-from frost.spec import Alignment
+from frost.spec import Alignment, gqa_accepted, heads_divide
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -79,12 +80,12 @@ class GraphBuilder:
         shape; "bshd" then lays it out as packed THD memory (token, head, head dim)."""
         if layout not in LAYOUTS:
             raise GraphError(f"tensor {name!r} layout", layout, " or ".join(repr(x) for x in LAYOUTS))
-        shape = tuple(int(x) for x in shape)
+        shape = _int_shape(name, shape)
         if strides is None and layout != "bhsd":
             strides = layout_strides(shape, layout, ragged=ragged is not None)
         with as_graph_errors(f"tensor {name!r}"):
-            spec = TensorSpec(name=name, shape=shape, dtype=dtype, strides=tuple(strides) if strides is not None else None,
-                              ragged=ragged)
+            spec = TensorSpec(name=name, shape=shape, dtype=dtype,
+                              strides=tuple(strides) if strides is not None else None, ragged=ragged)
         self._declare(spec)
         return name
 
@@ -191,14 +192,78 @@ class GraphBuilder:
             return Graph(name=self.name, tensors=tuple(self._tensors.values()), ops=tuple(self._ops))
 
 
+def _int_shape(name: str, shape: object) -> tuple[int, ...]:
+    """A declared shape as ints: Python or numpy integers pass; a float, a string or a bool is a mistake (never
+    truncated or parsed)."""
+    accepted = "a tuple of ints (Python or numpy integers; not floats, strings or bools)"
+    if not isinstance(shape, Iterable) or isinstance(shape, (str, bytes)):
+        raise GraphError(f"tensor {name!r}.shape", shape, accepted)
+    shape = tuple(shape)
+    try:
+        if any(isinstance(x, bool) for x in shape):
+            raise TypeError
+        return tuple(operator.index(x) for x in shape)
+    except TypeError:
+        raise GraphError(f"tensor {name!r}.shape", shape, accepted) from None
+
+
+def _size(name: str, value: object) -> int:
+    """A size argument of a one-call graph function, checked under its own name: an int (a numpy integer too;
+    never a bool, a float or a string), >= 1 for a head count or head dim, >= 0 for a batch, sequence or token
+    count (those may be empty)."""
+    minimum = 1 if name.startswith(("heads", "head_dim")) else 0
+    accepted = f"an int >= {minimum}" + (" (heads and head dims are never empty)" if minimum else
+                                         " (batches, sequences and token counts may be empty)")
+    if isinstance(value, bool):
+        raise GraphError(name, value, accepted)
+    try:
+        n = operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise GraphError(name, value, accepted) from None
+    if n < minimum:
+        raise GraphError(name, n, accepted)
+    return n
+
+
+def _size_or(name: str, value: object, default: int) -> int:
+    """An optional size argument: ``default`` when None (0 is a size, never "not given")."""
+    return default if value is None else _size(name, value)
+
+
+def _dense_sizes(batch: int, heads_q: int, seq_q: int, head_dim: int, heads_kv: int | None, seq_kv: int | None,
+                 head_dim_v: int | None) -> tuple[int, int, int, int, int, int, int]:
+    """(B, Hq, Sq, D, Hkv, Skv, Dv) of a dense one-call graph, checked; the kv sizes default to the q side's."""
+    b, hq, sq, d = (_size(n, x) for n, x in (("batch", batch), ("heads_q", heads_q), ("seq_q", seq_q),
+                                              ("head_dim", head_dim)))
+    return b, hq, sq, d, _heads_kv(heads_kv, hq), _size_or("seq_kv", seq_kv, sq), _size_or("head_dim_v", head_dim_v, d)
+
+
+def _packed_sizes(batch: int, heads_q: int, tokens_q: int, max_len_q: int, head_dim: int, heads_kv: int | None,
+                  tokens_kv: int | None, max_len_kv: int | None, head_dim_v: int | None
+                  ) -> tuple[int, int, int, int, int, int, int, int, int]:
+    """(B, Hq, Tq, max Sq, D, Hkv, Tkv, max Skv, Dv) of a packed one-call graph, checked; the kv sizes default
+    to the q side's."""
+    b, hq, tq, mq, d = (_size(n, x) for n, x in (("batch", batch), ("heads_q", heads_q), ("tokens_q", tokens_q),
+                                                  ("max_len_q", max_len_q), ("head_dim", head_dim)))
+    return (b, hq, tq, mq, d, _heads_kv(heads_kv, hq), _size_or("tokens_kv", tokens_kv, tq),
+            _size_or("max_len_kv", max_len_kv, mq), _size_or("head_dim_v", head_dim_v, d))
+
+
+def _heads_kv(heads_kv: int | None, heads_q: int) -> int:
+    """heads_kv (default heads_q): a divisor of heads_q, named as the caller spelled it."""
+    hkv = _size_or("heads_kv", heads_kv, heads_q)
+    if not heads_divide(heads_q, hkv):
+        raise GraphError("heads_kv", hkv, gqa_accepted(heads_q).replace("Hq", "heads_q"))
+    return hkv
+
+
 def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, heads_kv: int | None = None,
                         seq_kv: int | None = None, head_dim_v: int | None = None, dtype: DType = "bfloat16",
                         layout: Layout = "bshd", sink: bool = False, padded: bool = False, dlse: bool = False,
                         **op_attrs: Unpack[BackwardAttrs]) -> Graph:
     """The common one-op graph, declared in one call (used by the demo, the functional API and tests)."""
-    hkv = heads_kv or heads_q
-    skv = seq_q if seq_kv is None else seq_kv
-    dv = head_dim_v or head_dim
+    batch, heads_q, seq_q, head_dim, hkv, skv, dv = _dense_sizes(batch, heads_q, seq_q, head_dim, heads_kv, seq_kv,
+                                                                  head_dim_v)
     b = GraphBuilder("sdpa_backward")
     q = b.tensor("q", (batch, heads_q, seq_q, head_dim), dtype, layout=layout)
     k = b.tensor("k", (batch, hkv, skv, head_dim), dtype, layout=layout)
@@ -223,12 +288,12 @@ def sdpa_forward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, h
                        layout: Layout = "bshd", sink: bool = False, padded: bool = False,
                        **op_attrs: Unpack[ForwardAttrs]) -> Graph:
     """The common one-op forward graph, declared in one call; its outputs are "attn.o" and "attn.lse"."""
-    hkv = heads_kv or heads_q
-    skv = seq_q if seq_kv is None else seq_kv
+    batch, heads_q, seq_q, head_dim, hkv, skv, dv = _dense_sizes(batch, heads_q, seq_q, head_dim, heads_kv, seq_kv,
+                                                                  head_dim_v)
     b = GraphBuilder("sdpa_forward")
     q = b.tensor("q", (batch, heads_q, seq_q, head_dim), dtype, layout=layout)
     k = b.tensor("k", (batch, hkv, skv, head_dim), dtype, layout=layout)
-    v = b.tensor("v", (batch, hkv, skv, head_dim_v or head_dim), dtype, layout=layout)
+    v = b.tensor("v", (batch, hkv, skv, dv), dtype, layout=layout)
     extras: _ForwardPorts = {}
     if sink:
         extras["sink"] = b.tensor("sink", (heads_q,), "float32")
@@ -260,8 +325,8 @@ def sdpa_backward_varlen_graph(batch: int, heads_q: int, tokens_q: int, max_len_
     """The one-op backward over packed sequences (B of them, tokens_q query tokens in all), declared in one call:
     q (Hq, Tq, D) ragged over "cu_seqlens_q", k/v over "cu_seqlens_kv", packed THD ("bshd") by default, lse (Hq, Tq)
     head-major; `seqused` adds per-sequence valid lengths as "seq_len_q" / "seq_len_kv"."""
-    hkv, dv = heads_kv or heads_q, head_dim_v or head_dim
-    tkv, mkv = tokens_kv or tokens_q, max_len_kv if max_len_kv is not None else max_len_q
+    batch, heads_q, tokens_q, max_len_q, head_dim, hkv, tkv, mkv, dv = _packed_sizes(
+        batch, heads_q, tokens_q, max_len_q, head_dim, heads_kv, tokens_kv, max_len_kv, head_dim_v)
     b = GraphBuilder("sdpa_backward_varlen")
     extras: _BackwardPorts = {}
     rq, rkv = _varlen_side(b, extras, batch, max_len_q, mkv, seqused)
@@ -286,14 +351,14 @@ def sdpa_forward_varlen_graph(batch: int, heads_q: int, tokens_q: int, max_len_q
                               seqused: bool = False, **op_attrs: Unpack[ForwardAttrs]) -> Graph:
     """The one-op forward over packed sequences, declared in one call (names as sdpa_backward_varlen_graph); its
     outputs are "attn.o" (Hq, Tq, Dv), laid out like q, and "attn.lse" (Hq, Tq) head-major."""
-    hkv = heads_kv or heads_q
-    tkv, mkv = tokens_kv or tokens_q, max_len_kv if max_len_kv is not None else max_len_q
+    batch, heads_q, tokens_q, max_len_q, head_dim, hkv, tkv, mkv, dv = _packed_sizes(
+        batch, heads_q, tokens_q, max_len_q, head_dim, heads_kv, tokens_kv, max_len_kv, head_dim_v)
     b = GraphBuilder("sdpa_forward_varlen")
     extras: _ForwardPorts = {}
     rq, rkv = _varlen_side(b, extras, batch, max_len_q, mkv, seqused)
     q = b.tensor("q", (heads_q, tokens_q, head_dim), dtype, layout=layout, ragged=rq)
     k = b.tensor("k", (hkv, tkv, head_dim), dtype, layout=layout, ragged=rkv)
-    v = b.tensor("v", (hkv, tkv, head_dim_v or head_dim), dtype, layout=layout, ragged=rkv)
+    v = b.tensor("v", (hkv, tkv, dv), dtype, layout=layout, ragged=rkv)
     if sink:
         extras["sink"] = b.tensor("sink", (heads_q,), "float32")
     b.sdpa_forward(q, k, v, name="attn", **extras, **op_attrs)

@@ -77,8 +77,13 @@ def test_the_graph_api_serves_what_the_functional_api_serves(b, sq, skv):
 
 
 def test_heads_and_head_dims_are_never_empty():
-    with pytest.raises(frost.GraphError, match=r"shape\[3\]: got 0; accepted: >= 1"):
+    with pytest.raises(frost.GraphError, match=r"^head_dim: got 0; accepted: an int >= 1"):
         frost.sdpa_forward_graph(2, HQ, 5, 0)
+    b = frost.GraphBuilder()   # declared tensor by tensor, the op's own rule names the tensor's dim
+    q, k, v = (b.tensor(n, (2, HQ, 5, 0), "bfloat16") for n in "qkv")
+    b.sdpa_forward(q, k, v)
+    with pytest.raises(frost.GraphError, match=r"shape\[3\]: got 0; accepted: >= 1"):
+        b.build()
     q = torch.randn(2, 5, 0, D)
     with pytest.raises(frost.TensorError, match=r"^q\.shape: .*Hq >= 1"):
         frost.attention(q, q, q)

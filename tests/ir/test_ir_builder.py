@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pydantic
 import pytest
 
 import frost.cli
 from frost.errors import GraphError
-from frost.ir import Graph, GraphBuilder, SdpaBackwardOp, sdpa_backward_graph
+from frost.ir import Graph, GraphBuilder, SdpaBackwardOp, sdpa_backward_graph, sdpa_forward_graph
+from frost.ir.builder import sdpa_backward_varlen_graph, sdpa_forward_varlen_graph
 from frost.spec import Mask
 
 
@@ -125,3 +127,56 @@ def test_dlse_must_be_fp32_and_shaped_like_lse() -> None:
         with pytest.raises(GraphError, match=rf"dlse.*{what}"):
             b.sdpa_backward(*names, lse, dlse=dlse)
             b.build()
+
+
+ONE_CALL = {
+    "sdpa_backward_graph": lambda **kw: sdpa_backward_graph(**{"batch": 2, "heads_q": 4, "seq_q": 16, "head_dim": 64,
+                                                              **kw}),
+    "sdpa_forward_graph": lambda **kw: sdpa_forward_graph(**{"batch": 2, "heads_q": 4, "seq_q": 16, "head_dim": 64,
+                                                            **kw}),
+    "sdpa_backward_varlen_graph": lambda **kw: sdpa_backward_varlen_graph(
+        **{"batch": 2, "heads_q": 4, "tokens_q": 16, "max_len_q": 8, "head_dim": 64, **kw}),
+    "sdpa_forward_varlen_graph": lambda **kw: sdpa_forward_varlen_graph(
+        **{"batch": 2, "heads_q": 4, "tokens_q": 16, "max_len_q": 8, "head_dim": 64, **kw}),
+}
+
+
+@pytest.mark.parametrize("function", sorted(ONE_CALL))
+@pytest.mark.parametrize("argument, value, accepted", [
+    ("heads_kv", 0, "an int >= 1"),           # never "not given": a zero head count is a mistake
+    ("head_dim_v", 0, "an int >= 1"),
+    ("heads_q", 0, "an int >= 1"),
+    ("batch", -1, "an int >= 0"),
+    ("batch", 2.5, "an int >= 0"),            # never truncated
+    ("head_dim", "64", "an int >= 1"),        # never parsed
+    ("heads_kv", True, "an int >= 1"),        # a bool is not a count
+    ("heads_kv", 3, "a divisor of heads_q = 4"),
+])
+def test_one_call_graphs_name_a_bad_size_argument(function, argument, value, accepted) -> None:
+    with pytest.raises(GraphError, match=rf"^{argument}: got {re.escape(repr(value))}; accepted: {accepted}"):
+        ONE_CALL[function](**{argument: value})
+
+
+@pytest.mark.parametrize("function, argument, where", [
+    ("sdpa_backward_graph", "seq_kv", ("k", 2)),
+    ("sdpa_forward_graph", "seq_kv", ("v", 2)),
+    ("sdpa_backward_varlen_graph", "tokens_kv", ("k", 1)),
+    ("sdpa_forward_varlen_graph", "tokens_kv", ("v", 1)),
+])
+def test_an_empty_kv_side_is_a_size_not_the_default(function, argument, where) -> None:
+    """0 keys (an empty problem) stays 0; it never falls back to the query side's extent."""
+    name, axis = where
+    assert ONE_CALL[function](**{argument: 0}).tensor_map()[name].shape[axis] == 0
+
+
+@pytest.mark.parametrize("shape", [(2.5, 3), ("2", 3), (True, 3), "23", 5])
+def test_builder_tensor_takes_int_shapes_only(shape) -> None:
+    with pytest.raises(GraphError, match=r"^tensor 'x'\.shape: got .*; accepted: a tuple of ints"):
+        GraphBuilder().tensor("x", shape, "float32")
+
+
+def test_builder_tensor_takes_numpy_integers() -> None:
+    np = pytest.importorskip("numpy")
+    b = GraphBuilder()
+    b.tensor("x", (np.int64(2), np.int32(3)), "float32")
+    assert b.build().tensor_map()["x"].shape == (2, 3)
