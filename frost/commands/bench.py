@@ -14,6 +14,12 @@ import sys
 from frost.bench.flops import PASSES
 from frost.bench.report import Report
 from frost.bench.runner import PEER_SMEM
+from frost.commands.arg_types import int_at_least, seconds
+from frost.errors import FrostError
+
+
+class BenchArgumentError(FrostError, ValueError):
+    """A --cases word that no case of the suite has, or a --backends name that names no backend."""
 
 
 def register(sub) -> None:
@@ -31,9 +37,9 @@ def register(sub) -> None:
     p.add_argument("--cases", help="only cases whose name contains one of these comma-separated words")
     p.add_argument("--backends", help="comma-separated subset: frost,torch-flash,torch-cudnn,torch-efficient,fa4")
     p.add_argument("--ceiling", action="store_true", help="also measure the mma.sync m16n8k16 ceiling")
-    p.add_argument("--iters", type=int, default=20, help="timed calls per row (fewer when a call is slow)")
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--budget-s", type=float, default=0.0,
+    p.add_argument("--iters", type=int_at_least(1), default=20, help="timed calls per row (fewer when a call is slow)")
+    p.add_argument("--warmup", type=int_at_least(0), default=3)
+    p.add_argument("--budget-s", type=seconds, default=0.0,
                    help="stop starting new rows after this many seconds (they are reported as skipped)")
     p.add_argument("--peer-smem", choices=PEER_SMEM, default="free",
                    help="on a GPU with more shared memory per SM than SM120 (the H100's and H200's 228 KB): "
@@ -61,7 +67,25 @@ def run(args) -> int:
         with open(args.render, encoding="utf-8") as fh:
             report = Report.from_dict(json.load(fh))
         return _finish(report, os.path.splitext(args.render)[0])
+    check_selection(args.suite, args.cases, args.backends)
     return _measure(args)
+
+
+def check_selection(suite: str, cases_words: str | None, backend_names: str | None) -> None:
+    """--cases and --backends against the suite's cases and the known backends, on any machine and before anything
+    runs: a misspelt word would otherwise time nothing, or a subset the caller did not ask for."""
+    from frost.bench import backends, cases
+
+    names = [c.name for c in cases.SUITES[suite]]
+    for word in (cases_words or "").split(","):
+        if word and not any(word in name for name in names):
+            raise BenchArgumentError(f"--cases: got {word!r}; accepted: comma-separated words found in the names "
+                                     f"of the {suite} suite's cases ({', '.join(names) or 'none'})")
+    known = [b.name for b in backends.all_backends()]
+    for name in (backend_names or "").split(","):
+        if name and name not in known:
+            raise BenchArgumentError(f"--backends: got {name!r}; accepted: comma-separated names from "
+                                     f"{', '.join(known)}")
 
 
 def _measure(args) -> int:

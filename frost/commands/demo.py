@@ -5,8 +5,7 @@ machine lacks, a head count that does not divide), reported as one line on stder
 
 from __future__ import annotations
 
-import argparse
-
+from frost.commands.arg_types import int_at_least
 from frost.errors import FrostError
 
 
@@ -14,14 +13,7 @@ class DemoArgumentError(FrostError, ValueError):
     """A demo option this machine or the math cannot run."""
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"got {text!r}; accepted: an integer >= 1") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"got {value}; accepted: an integer >= 1")
-    return value
+_positive = int_at_least(1)
 
 
 def register(sub) -> None:

@@ -85,3 +85,28 @@ def test_bench_cpu_smoke_of_a_deterministic_twin(monkeypatch, tmp_path):
     (cost,) = saved["deterministic_cost"]
     assert cost["default_case"] == "tiny-gqa-causal" and set(cost["time_ratio"]) == {"frost", "torch-flash"}
     assert "deterministic / default time" in (out / "bench_quick_bf16.txt").read_text()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--cases", "tiny,nope"], r"^frost bench: --cases: got 'nope'; accepted: comma-separated words found in the "
+                               r"names of the quick suite's cases \(tiny-gqa-causal, tiny-swa-sink\)$"),
+    (["--backends", "frost,fa3"], r"^frost bench: --backends: got 'fa3'; accepted: comma-separated names from frost, "),
+    (["--budget-s", "-1"], r"argument --budget-s: got '-1'; accepted: a number of seconds >= 0"),
+    (["--budget-s", "nan"], r"argument --budget-s: got 'nan'"),
+    (["--iters", "0"], r"argument --iters: got 0; accepted: an integer >= 1"),
+    (["--warmup", "two"], r"argument --warmup: got 'two'; accepted: an integer >= 0"),
+])
+def test_bench_refuses_a_selection_or_number_it_cannot_honour(monkeypatch, tmp_path, capsys, argv, message):
+    """Exit 2 and one line naming the option, before anything is timed (on any machine): a misspelt case word or
+    backend would otherwise time nothing, or not what was asked."""
+    import re
+
+    monkeypatch.setitem(cases.SUITES, "quick", TINY)
+    try:
+        rc = main(["bench", "--suite", "quick", "--device", "cpu", "--out", str(tmp_path), *argv])
+    except SystemExit as exc:   # argparse's own errors
+        rc = exc.code
+    assert rc == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert re.search(message, err), err
+    assert not list(tmp_path.iterdir())
