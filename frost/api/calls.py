@@ -127,8 +127,13 @@ class Call:
 
 def run(call: Call, make_outputs: Callable[[], dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """Fresh outputs (by role) filled through the call's plan. A new key's tensors are checked before anything is
-    allocated from their shapes."""
+    allocated from their shapes. On the meta device (no data) the call is checked as a first call is and its
+    outputs are returned as allocated: their shapes, dtypes and strides are the real call's."""
     device = call.given["q"].device
+    if device.type == "meta":   # shapes without data (shape inference, meta-device models): checked, not computed
+        outputs = make_outputs()
+        call.checked_graph(outputs)
+        return outputs
     key = call.key()
     plan = PLANS.get(key)
     if plan is None:
