@@ -12,8 +12,8 @@ import threading
 from typing import TYPE_CHECKING, Hashable, Optional, Union
 
 from frost.analyzer import ENGINES, normalise_target
-from frost.analyzer.probe import OpSupport, SupportReport
-from frost.errors import NotSupported
+from frost.analyzer.probe import OpSupport, SupportReport, engines_named
+from frost.errors import ArgumentTypeError, EngineError, NotSupported
 from frost.ir import Graph
 from frost.ir.graph import per_graph
 from frost.lowering import compiler
@@ -59,7 +59,10 @@ def compile(graph: Graph, *, target: str | None = None, engine: str | None = Non
     probe's choice per op; a name ("reference", "cute_sm120") pins it, and raises NotSupported (carrying the
     report) when that engine declines. Ops frost does not claim stay the caller's to run (plan.report.unclaimed
     lists them; the plan runs the claimed ones). Plans are cached: the same graph, target and engine return the
-    same Plan."""
+    same Plan. A graph that is no frost.Graph is an ArgumentTypeError, an unknown engine name an EngineError and an
+    unknown target string a TargetError, before anything is probed."""
+    check_graph_argument(graph)
+    engines_named(engine)
     target = normalise_target(target if target is not None else detect_target())
     key = _plan_key(graph, target, engine)
     if key is None:
@@ -102,12 +105,19 @@ def _engine_for(s: OpSupport, pin: str | None, report: SupportReport) -> str:
             raise NotSupported(f"no engine serves op {s.name!r} on {report.target}\n{report.to_text()}", report)
         return s.engine
     if pin not in ADAPTERS:
-        raise NotSupported(f"engine: got {pin!r}; accepted: {', '.join(ADAPTERS)} or None (the probe's choice)",
-                           report)
+        raise EngineError(pin, f"{', '.join(ADAPTERS)} or None (the probe's choice)")
     if pin in s.declined:
         why = "; ".join(f"[{r.code}] {r.message}" for r in s.declined[pin])
         raise NotSupported(f"engine {pin!r} cannot serve op {s.name!r} on {report.target}: {why}", report)
     return pin
+
+
+def check_graph_argument(graph: object) -> None:
+    """The graph argument of frost.compile and frost.check_support: a frost.Graph (a dict, a JSON string or a
+    builder is a mistake named as such, not an AttributeError from deep inside)."""
+    if not isinstance(graph, Graph):
+        raise ArgumentTypeError("graph", type(graph).__name__, "a frost.Graph (GraphBuilder(...).build(), "
+                                "frost.sdpa_backward_graph(...) or frost.Graph.from_json(text))")
 
 
 def _note_fallback(s: OpSupport, chosen: str, target: str) -> None:

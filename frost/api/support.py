@@ -14,7 +14,11 @@ def check_support(graph: Graph, target: str | None = None, *, engine: str | None
     every engine, as frost.compile does ("can frost run it?": the reference engine serves nearly everything);
     engine="cute_sm120" asks whether a GPU kernel serves it, and report.supported answers that alone.
     Unsupported is an answer (report.supported is False), not an exception; a malformed graph raises GraphError,
-    an unknown target string TargetError, an unknown engine name EngineError."""
+    an unknown target string TargetError, an unknown engine name EngineError, a graph argument that is no
+    frost.Graph ArgumentTypeError."""
+    from frost.api.plans import check_graph_argument
+
+    check_graph_argument(graph)
     engines = engines_named(engine)
     if target is None:
         from frost.api.plans import detect_target

@@ -7,7 +7,7 @@ import pytest
 import frost
 import frost.api.plans as api
 from frost.analyzer import SupportReport, TargetError
-from frost.errors import NotSupported
+from frost.errors import ArgumentTypeError, EngineError, NotSupported
 from frost.ir import GraphBuilder, sdpa_backward_graph
 from frost.lowering import cache_stats
 
@@ -44,10 +44,19 @@ def test_pinning_reference_on_a_gpu_target_is_silent(caplog):
 
 
 def test_unknown_engine_and_target():
-    with pytest.raises(NotSupported, match="accepted: reference, cute_sm120"):
-        api.compile(mha(), target="cpu", engine="triton")
+    """A caller's mistake, named as check_support names it (not NotSupported, which says a graph cannot run)."""
+    for engine in ("triton", 3):
+        with pytest.raises(EngineError, match=rf"^engine: got {engine!r}; accepted: 'cute_sm120' or 'reference'"):
+            api.compile(mha(), target="cpu", engine=engine)
     with pytest.raises(TargetError):
         api.compile(mha(), target="sm_banana")
+
+
+@pytest.mark.parametrize("entry", [frost.compile, frost.check_support])
+@pytest.mark.parametrize("graph", [{"name": "g"}, "graph.json", GraphBuilder()])
+def test_a_graph_argument_that_is_no_graph_is_named(entry, graph):
+    with pytest.raises(ArgumentTypeError, match=rf"^graph: got '{type(graph).__name__}'; accepted: a frost\.Graph"):
+        entry(graph)
 
 
 def test_fallback_on_a_gpu_is_logged_once_per_reason(caplog):
