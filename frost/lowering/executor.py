@@ -129,6 +129,8 @@ class Executor:
         """The hot path: one pass over the plan's tensors, comparing each with what the plan expects."""
         if not isinstance(tensors, dict) or not self.known.issuperset(tensors):
             self._unknown(tensors)
+        if stream is not None and not _is_stream(stream):
+            raise TensorError("stream", stream, STREAM_ACCEPTED)
         device = self._device(tensors)
         get, allocated = tensors.get, None
         for e, name, dtype, shape, strides, also, aligned in self.table:
@@ -221,6 +223,19 @@ class Executor:
 
     def new_outputs(self, device=None) -> dict:
         return {e.name: torch.empty_strided(e.shape, e.strides, dtype=e.dtype, device=device) for e in self.outputs}
+
+
+STREAM_ACCEPTED = "None (the current stream), a torch.cuda.Stream, a cuda.CUstream or a raw stream handle (an int)"
+
+
+def _is_stream(stream: object) -> bool:
+    """What the engines can launch on: an object with a raw handle (.cuda_stream), an int that is no bool, or a
+    driver handle that converts to one (cuda.CUstream)."""
+    if isinstance(stream, bool):
+        return False
+    if isinstance(stream, int) or hasattr(stream, "cuda_stream"):
+        return True
+    return hasattr(stream, "__int__") and not isinstance(stream, (float, str, bytes, torch.Tensor))
 
 
 def _misaligned(e: Expect, t: torch.Tensor) -> None:

@@ -109,3 +109,23 @@ def test_rejects_bad_workspace(ws, message):
     plan, graph = _workspace_plan(lambda *a: None)
     with pytest.raises(TensorError, match=message.replace("(", r"\(").replace(")", r"\)")):
         plan.execute(inputs_for(graph), workspace=ws)
+
+
+@pytest.mark.parametrize("stream", ["0", 1.0, True, torch.zeros(1)])
+def test_rejects_a_stream_no_engine_can_launch_on(plan, good, stream):
+    """Refused on every engine (the reference engine ignores streams; a kernel engine would fail converting it)."""
+    with pytest.raises(TensorError, match=r"^stream: got .*; accepted: None \(the current stream\), a "
+                                          r"torch\.cuda\.Stream"):
+        plan.execute(good, stream=stream)
+
+
+class _Handle:
+    """A driver stream handle (cuda.CUstream converts to its raw value with int())."""
+
+    def __int__(self) -> int:
+        return 0
+
+
+@pytest.mark.parametrize("stream", [None, 0, _Handle()])
+def test_accepts_what_a_kernel_engine_can_launch_on(plan, good, stream):
+    plan.execute(good, stream=stream)
