@@ -196,8 +196,12 @@ class Option:
 
 Alignment = Literal["top_left", "bottom_right"]
 ALIGNMENTS: tuple[Alignment, ...] = ("top_left", "bottom_right")
+FP32_MAX = 3.4028234663852886e38
+SCALE_ACCEPTED = "a float > 0 that fp32 holds (at most 3.4e38: the kernels and the reference scale in fp32)"
+
+
 OPTIONS: tuple[Option, ...] = (
-    Option("softmax_scale", "attn_scale", "scale", "None (1/sqrt(head dim of q)) or a finite float > 0"),
+    Option("softmax_scale", "attn_scale", "scale", f"None (1/sqrt(head dim of q)) or {SCALE_ACCEPTED}"),
     Option("causal", "causal", "bool", "True or False"),
     Option("window_size", None, "window", "a pair (left, right), each None or an int (negative: unbounded)"),
     Option("causal_alignment", "alignment", "alignment", " or ".join(repr(a) for a in ALIGNMENTS)),
@@ -225,10 +229,12 @@ def gqa_accepted(heads_q: int) -> str:
 
 
 def valid_scale(scale: object) -> bool:
-    """None (the default 1/sqrt(Dqk)) or a finite real > 0; a bool is not a scale."""
+    """None (the default 1/sqrt(Dqk)) or a real in (0, FP32_MAX]; a bool is not a scale. A larger one would be
+    inf in fp32 and turn every output into NaN."""
     if scale is None:
         return True
-    return (not isinstance(scale, bool) and isinstance(scale, Real) and math.isfinite(scale) and float(scale) > 0)
+    return (not isinstance(scale, bool) and isinstance(scale, Real) and math.isfinite(scale)
+            and 0 < float(scale) <= FP32_MAX)
 
 
 def resolved_scale(scale: Optional[float], head_dim_qk: int) -> float:
@@ -303,6 +309,8 @@ def caller_mask(causal: object, alignment: object, band_left: object, band_right
     return Mask.of(bool(causal), left, right, alignment)
 
 
-__all__ = ["ALIGNMENTS", "BOUND_ACCEPTED", "Mask", "INPUT_FEATURES", "IO_ROLES", "InputFeature", "features", "role_names", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES",
-           "SIDE_ROLES", "TENSORS", "TensorRole", "caller_mask", "caller_name", "kernel_flag", "kernel_optional", "gqa_accepted", "heads_divide", "inputs", "optional_ports", "outputs",
-           "resolved_scale", "valid_bound", "valid_scale"]
+__all__ = ["ALIGNMENTS", "BOUND_ACCEPTED", "Mask", "INPUT_FEATURES", "IO_ROLES", "InputFeature", "features",
+           "role_names", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES", "SIDE_ROLES", "TENSORS",
+           "TensorRole", "caller_mask", "caller_name", "kernel_flag", "kernel_optional", "gqa_accepted",
+           "heads_divide", "inputs", "optional_ports", "outputs", "resolved_scale", "valid_bound", "valid_scale",
+           "FP32_MAX", "SCALE_ACCEPTED"]

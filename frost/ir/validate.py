@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from frost.errors import GraphError
 from frost.ir.ops import SdpaBackwardOp, SdpaForwardOp, SdpaOp
 from frost.ir.tensors import IO_DTYPES, TensorSpec
-from frost.spec import BOUND_ACCEPTED, TENSORS, gqa_accepted, heads_divide, inputs, outputs, valid_bound, valid_scale
+from frost.spec import (BOUND_ACCEPTED, SCALE_ACCEPTED, TENSORS, gqa_accepted, heads_divide, inputs, outputs,
+                        valid_bound, valid_scale)
 
 
 Q_SIDE = tuple(t.role for t in TENSORS if t.side == "q")     # tensors with one row per query token
@@ -243,7 +244,7 @@ def _check_attrs(op: SdpaOp) -> None:
         if not valid_bound(getattr(op, attr)):
             raise GraphError(f"{subject}.{attr}", getattr(op, attr), BOUND_ACCEPTED)
     if not valid_scale(op.attn_scale):
-        raise GraphError(f"{subject}.attn_scale", op.attn_scale, "None (1/sqrt(Dqk)) or a finite float > 0")
+        raise GraphError(f"{subject}.attn_scale", op.attn_scale, f"None (1/sqrt(Dqk)) or {SCALE_ACCEPTED}")
 
 
 def check_sdpa_backward(op: SdpaBackwardOp, ts: dict[str, TensorSpec]) -> None:

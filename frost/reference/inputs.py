@@ -12,7 +12,8 @@ import torch
 from frost.errors import TensorError
 from frost.reference.mask import KeepMask
 from frost.reference.numerics import IO_DTYPES, compute_dtype
-from frost.spec import ROLES, TensorRole, caller_mask, gqa_accepted, heads_divide, resolved_scale, valid_scale
+from frost.spec import (ROLES, SCALE_ACCEPTED, TensorRole, caller_mask, gqa_accepted, heads_divide, resolved_scale,
+                        valid_scale)
 
 STAT_DTYPES = (torch.float32, torch.float64)
 LEN_DTYPES = (torch.int32, torch.int64)
@@ -81,7 +82,7 @@ def _seq_lens(name: str, t: object, batch: int, full: int, device: torch.device)
 
 def _scale(scale: object, dim_qk: int) -> float:
     if not valid_scale(scale):
-        raise TensorError("scale", scale, "None (1/sqrt(Dqk)) or a finite number > 0")
+        raise TensorError("scale", scale, f"None (1/sqrt(Dqk)) or {SCALE_ACCEPTED}")
     return resolved_scale(scale, dim_qk)   # type: ignore[arg-type]
 
 

@@ -38,6 +38,9 @@ def test_attention_refuses_tensors_on_another_device():
     ({"seq_len_kv": torch.full((B + 1,), S, dtype=torch.int32)}, r"^seq_len_kv\.shape: got \(3,\); accepted: \(2,\)"),
     ({"causal_alignment": "bottom-right"}, r"^causal_alignment: got 'bottom-right'; accepted: 'top_left' or"),
     ({"softmax_scale": 0.0}, r"^softmax_scale: got 0\.0; accepted: None"),
+    # finite in Python, inf in fp32: every output would be NaN
+    ({"softmax_scale": 1e39}, r"^softmax_scale: got 1e\+39; accepted: None \(1/sqrt\(head dim of q\)\) or a float > 0 "
+                              r"that fp32 holds \(at most 3\.4e38"),
     ({"causal": "yes"}, r"^causal: got 'yes'; accepted: True or False"),
     ({"window_size": (1.5, None)}, r"^window_size: got \(1\.5, None\)"),
 ])

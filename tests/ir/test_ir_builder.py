@@ -180,3 +180,14 @@ def test_builder_tensor_takes_numpy_integers() -> None:
     b = GraphBuilder()
     b.tensor("x", (np.int64(2), np.int32(3)), "float32")
     assert b.build().tensor_map()["x"].shape == (2, 3)
+
+
+@pytest.mark.parametrize("scale, ok", [(3.4e38, True), (1e-300, True), (3.5e38, False), (1e300, False)])
+def test_attn_scale_is_a_float_fp32_holds(scale, ok) -> None:
+    """The largest fp32 passes; a scale fp32 turns into inf is refused (a tiny one rounds towards the uniform
+    softmax it tends to, so it passes)."""
+    if ok:
+        assert sdpa_backward_graph(1, 2, 8, 16, attn_scale=scale).sdpa_ops()[0].attn_scale == scale
+    else:
+        with pytest.raises(GraphError, match=r"attn_scale: got .*; accepted: None \(1/sqrt\(Dqk\)\) or a float > 0"):
+            sdpa_backward_graph(1, 2, 8, 16, attn_scale=scale)

@@ -15,7 +15,7 @@ changes the compiled code:
   defaults to 0; None is unbounded; the alignment anchors the diagonal, bottom-right at j = i + skv_b - sq_b).
 - ``seq_len_q`` / ``seq_len_kv``: int32 (B,) device tensors of per-batch lengths (clamped to [0, S] in the kernel;
   checked only with ``check_lengths=True``, which synchronizes). Padded rows get O = 0 and LSE = -inf.
-- ``scale``: a finite number > 0 (the IR's attn_scale contract).
+- ``scale``: a number in (0, FP32_MAX] (the IR's attn_scale contract).
 - ``sink``: fp32 (Hq,) logits in natural-log units (not scaled): they enlarge each row's softmax denominator.
 
 A call allocates nothing and never synchronizes (one launch through TVM-FFI), so it can be captured in a CUDA

@@ -12,7 +12,7 @@ from frost.kernels.host_checks import (check_heads, check_io_tensor, check_lengt
                                       optional_lengths)
 from frost.kernels.packed import check_packed_side, check_packed_values
 from frost.limits import MAX_SEQ
-from frost.spec import valid_scale
+from frost.spec import SCALE_ACCEPTED, valid_scale
 
 if TYPE_CHECKING:
     from frost.kernels.forward.launch import ForwardTensors
@@ -32,9 +32,9 @@ def check_call(cfg, t: ForwardTensors, check_lengths: bool = False) -> None:
 
 
 def check_scale(scale) -> None:
-    """The softmax scale a launch is bound with: a finite number > 0."""
+    """The softmax scale a launch is bound with: a number in (0, FP32_MAX] (frost.spec.valid_scale)."""
     if scale is None or not valid_scale(scale):
-        raise TensorError("scale", scale, "a finite number > 0 (the softmax's max runs on unscaled scores)")
+        raise TensorError("scale", scale, SCALE_ACCEPTED)
 
 
 def check_forward_tensors(cfg, t: ForwardTensors) -> tuple[int, int, int, int, int]:
