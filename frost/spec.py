@@ -224,8 +224,9 @@ def heads_divide(heads_q: int, heads_kv: int) -> bool:
     return heads_kv >= 1 and heads_q >= 1 and heads_q % heads_kv == 0
 
 
-def gqa_accepted(heads_q: int) -> str:
-    return f"a divisor of Hq = {heads_q} (query heads per kv head must be whole)"
+def gqa_accepted(heads_q: int, name: str = "Hq") -> str:
+    """What a kv head count may be, for ``heads_q`` query heads (``name``: how the caller calls them)."""
+    return f"a divisor of {name} = {heads_q} (query heads per kv head must be whole)"
 
 
 def valid_scale(scale: object) -> bool:

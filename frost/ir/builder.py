@@ -253,7 +253,7 @@ def _heads_kv(heads_kv: int | None, heads_q: int) -> int:
     """heads_kv (default heads_q): a divisor of heads_q, named as the caller spelled it."""
     hkv = _size_or("heads_kv", heads_kv, heads_q)
     if not heads_divide(heads_q, hkv):
-        raise GraphError("heads_kv", hkv, gqa_accepted(heads_q).replace("Hq", "heads_q"))
+        raise GraphError("heads_kv", hkv, gqa_accepted(heads_q, "heads_q"))
     return hkv
 
 
