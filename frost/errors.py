@@ -9,7 +9,9 @@ if TYPE_CHECKING:   # the report's type only: errors.py imports nothing of frost
 
 
 class FrostError(Exception):
-    """Base of every error frost raises on purpose."""
+    """Base of every error frost raises on purpose. Its subclasses set their message with ``self.args = (message,)``
+    rather than through ``super().__init__``: torch.compile traces the former, so an error raised in compiled code
+    shows up in torch's report with its arguments, where the latter stopped the trace with an unrelated message."""
 
 
 def _fmt(subject: str, value: object, accepted: str, detail: str = "") -> str:
@@ -25,7 +27,7 @@ class GraphError(FrostError):
 
     def __init__(self, subject: str, value: object, accepted: str, detail: str = "") -> None:
         self.subject, self.value, self.accepted, self.detail = subject, value, accepted, detail
-        super().__init__(_fmt(subject, value, accepted, detail))
+        self.args = (_fmt(subject, value, accepted, detail),)
 
 
 class UnknownOp(GraphError):
@@ -44,7 +46,7 @@ class TensorError(FrostError, ValueError):
 
     def __init__(self, subject: str, value: object, accepted: str, detail: str = "") -> None:
         self.subject, self.value, self.accepted, self.detail = subject, value, accepted, detail
-        super().__init__(_fmt(subject, value, accepted, detail))
+        self.args = (_fmt(subject, value, accepted, detail),)
 
 
 class ArgumentTypeError(TensorError, TypeError):
@@ -57,7 +59,7 @@ class EngineError(FrostError, ValueError):
 
     def __init__(self, value: object, accepted: str) -> None:
         self.value, self.accepted = value, accepted
-        super().__init__(_fmt("engine", value, accepted))
+        self.args = (_fmt("engine", value, accepted),)
 
 
 class TargetError(FrostError, ValueError):
@@ -65,7 +67,7 @@ class TargetError(FrostError, ValueError):
 
     def __init__(self, value: object, accepted: str) -> None:
         self.value, self.accepted = value, accepted
-        super().__init__(_fmt("target", value, accepted))
+        self.args = (_fmt("target", value, accepted),)
 
 
 class NotSupported(FrostError):
@@ -73,4 +75,4 @@ class NotSupported(FrostError):
 
     def __init__(self, message: str, report: SupportReport | None = None) -> None:
         self.report = report
-        super().__init__(message)
+        self.args = (message,)

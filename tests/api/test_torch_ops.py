@@ -1,12 +1,14 @@
 """The custom ops pass torch.library.opcheck, and torch.compile(fullgraph=True) traces a model using frost.attention."""
 
 import dataclasses
+import re
 
 import pytest
 import torch
 from torch.library import opcheck
 
 from frost.api.autograd import attention
+from frost.errors import TensorError
 
 B, S, H, D = 2, 16, 4, 8
 
@@ -148,3 +150,20 @@ def test_an_input_changed_in_place_after_the_forward_is_refused_by_the_backward(
     q2.add_(1)
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         out.sum().backward()
+
+
+@pytest.mark.parametrize("kwargs, shown", [
+    ({"causal": 1}, "ArgumentTypeError('causal', 1, 'True or False')"),
+    ({"softmax_scale": -1.0}, "TensorError('softmax_scale', -1.0, 'None (1/sqrt(head dim of q)) or a float > 0"),
+])
+def test_a_bad_argument_in_compiled_code_is_named(kwargs, shown):
+    """Under fullgraph=True a raise is torch's Unsupported error; it quotes frost's error with the argument, its
+    value and what is accepted (frost's errors are built in a way torch.compile can trace). Without fullgraph the
+    call falls back to eager and raises frost's own error."""
+    torch._dynamo.reset()
+    q = torch.randn(1, 8, 2, 16)
+    with pytest.raises(Exception, match=re.escape(f"raised exception {shown}")):
+        torch.compile(lambda q: attention(q, q, q, **kwargs), fullgraph=True, backend="eager")(q)
+    torch._dynamo.reset()
+    with pytest.raises(TensorError, match=rf"^{next(iter(kwargs))}: got "):
+        torch.compile(lambda q: attention(q, q, q, **kwargs), backend="eager")(q)

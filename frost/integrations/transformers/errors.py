@@ -13,7 +13,7 @@ class TransformersAdapterError(FrostError):
     def __init__(self, subject: str, value: object, accepted: str, detail: str = "") -> None:
         self.subject, self.value, self.accepted = subject, value, accepted
         message = f"{subject}: got {value!r}; accepted: {accepted}"
-        super().__init__(f"{message} ({detail})" if detail else message)
+        self.args = (f"{message} ({detail})" if detail else message,)   # as frost.errors.FrostError says why
 
 
 class UnsupportedAttentionMask(TransformersAdapterError):
