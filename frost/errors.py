@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:   # the report's type only: errors.py imports nothing of frost at run time
     from frost.analyzer.probe import SupportReport
@@ -11,7 +11,21 @@ if TYPE_CHECKING:   # the report's type only: errors.py imports nothing of frost
 class FrostError(Exception):
     """Base of every error frost raises on purpose. Its subclasses set their message with ``self.args = (message,)``
     rather than through ``super().__init__``: torch.compile traces the former, so an error raised in compiled code
-    shows up in torch's report with its arguments, where the latter stopped the trace with an unrelated message."""
+    shows up in torch's report with its arguments, where the latter stopped the trace with an unrelated message.
+
+    An error pickles as its message and attributes, not as a constructor call: it crosses a process boundary
+    (multiprocessing, a distributed launcher's error file) as itself, where the default pickling called the
+    subclass's constructor with the message alone and failed on the other side."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild, (type(self), self.args, dict(self.__dict__))
+
+
+def _rebuild(cls: type[FrostError], args: tuple[Any, ...], state: dict[str, Any]) -> FrostError:
+    error = cls.__new__(cls)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 def _fmt(subject: str, value: object, accepted: str, detail: str = "") -> str:
