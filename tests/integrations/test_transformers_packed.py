@@ -17,7 +17,7 @@ import frost.integrations.transformers.attention as adapter_attention  # noqa: E
 import frost.integrations.transformers.packed as packed  # noqa: E402
 from frost.integrations.transformers import frost_attention_forward, frost_mask  # noqa: E402
 from hf_packed import FORMS, assert_packed_fa_rule, documents, flattened  # noqa: E402
-from hf_tiny_models import gpt_oss, llama, mistral, qwen3  # noqa: E402
+from hf_tiny_models import gpt_oss, llama, mistral, model_copy, qwen3  # noqa: E402
 
 LENGTHS = [1, 9, 1, 12, 5]   # one-token documents first and inside; windows 3 and 6 cut the longer ones
 
@@ -69,8 +69,8 @@ def test_documents_are_read_once_per_mask(monkeypatch, form):
     for name in ("position_documents", "kwargs_documents"):
         real = getattr(packed, name)
         monkeypatch.setattr(packed, name, lambda *a, _real=real, _name=name, **k: reads.append(_name) or _real(*a, **k))
-    model = gpt_oss(num_hidden_layers=4, layer_types=["sliding_attention", "full_attention"] * 2)
-    model.set_attn_implementation("frost")
+    model = model_copy(gpt_oss(num_hidden_layers=4, layer_types=["sliding_attention", "full_attention"] * 2),
+                       "frost", torch.float64)   # registers frost: the test holds run alone or in any order
     inputs, _ = flattened(documents(LENGTHS), form)
     loss = model(**inputs, use_cache=False).logits.sum()
     loss.backward()
