@@ -256,10 +256,37 @@ class _Attention(torch.autograd.Function):
         call = Call("backward", layout, {role: t for role, t in roles if t is not None}, options, max_seqlens,
                     gate.resolve_deterministic(options.deterministic))
         dq, dk, dv, dsink = backward(call)
+        if torch.is_grad_enabled() and not dq.requires_grad:   # create_graph=True, and an engine autograd cannot see
+            dq, dk, dv, dsink = _refuse_double_backward(q, dq, dk, dv, dsink)
         return (None, *_input_gradients(ctx, dq, dk, dv, dsink))
 
 
 _attention_node: Callable[..., tuple[Tensor, Tensor]] = _Attention.apply
+
+
+class _DoubleBackward(torch.autograd.Function):
+    """Hangs the kernel backward's gradients on the graph that create_graph=True builds, so that differentiating
+    them raises instead of silently contributing nothing (a gradient penalty would lose its attention terms)."""
+
+    @staticmethod
+    def forward(ctx: Any, anchor: Tensor, *grads: Tensor) -> tuple[Tensor, ...]:
+        return tuple(g.view_as(g) for g in grads)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Optional[Tensor]) -> tuple[Optional[Tensor], ...]:
+        raise NotSupported("double backward: the gradients of frost.attention's CUDA kernels are not differentiable "
+                           "(create_graph=True, then a backward through them); the reference engine's are: run "
+                           "that part on the CPU, or use attention without create_graph")
+
+
+_double_backward_node: Callable[..., tuple[Tensor, ...]] = _DoubleBackward.apply
+
+
+def _refuse_double_backward(anchor: Tensor, dq: Tensor, dk: Tensor, dv: Tensor, dsink: Optional[Tensor]
+                            ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
+    grads = tuple(g for g in (dq, dk, dv, dsink) if g is not None)
+    wrapped = iter(_double_backward_node(anchor, *grads))
+    return next(wrapped), next(wrapped), next(wrapped), None if dsink is None else next(wrapped)
 
 
 def _attention(layout: Layout, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],
@@ -315,7 +342,8 @@ def attention(q: Tensor, k: Tensor, v: Tensor, *, softmax_scale: Scale = None, c
     frost.sdpa_forward; the forward checks every argument the backward will need (a FrostError names it). An empty
     problem (B, Sq or Skv = 0) gives empty or zero outputs and gradients. The backward is bitwise deterministic with
     deterministic=True, or with None (the default) while torch.use_deterministic_algorithms(True) is in force when
-    it runs."""
+    it runs. Gradients taken with create_graph=True are differentiable on the reference engine; the CUDA kernels'
+    are not, and a backward through them raises NotSupported."""
     return _attention(DENSE, q, k, v, None, None, 0, 0, seq_len_q, seq_len_kv, sink, softmax_scale, causal,
                       window_size, causal_alignment, return_lse, deterministic)
 
