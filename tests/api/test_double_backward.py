@@ -56,3 +56,15 @@ def test_a_plain_backward_on_the_kernel_engine_is_untouched(kernel_engine):
     q, k, v = (t.detach().bfloat16().requires_grad_() for t in _leaves(torch.float32))
     frost.attention(q, k, v, causal=True).float().sum().backward()
     assert q.grad is not None and q.grad.grad_fn is None
+
+
+@pytest.mark.gpu
+def test_differentiating_the_cuda_kernel_gradients_raises():
+    q, k, v = (t.detach().to("cuda", torch.bfloat16).requires_grad_() for t in _leaves(torch.float32))
+    loss = frost.attention(q, k, v, causal=True).float().square().sum()
+    (gq,) = torch.autograd.grad(loss, q, create_graph=True)
+    with pytest.raises(frost.NotSupported, match=r"^double backward"):
+        gq.float().square().sum().backward()
+    q.grad = None
+    frost.attention(q, k, v, causal=True).float().sum().backward()   # a plain backward is untouched
+    assert q.grad is not None and q.grad.grad_fn is None
