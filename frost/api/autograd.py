@@ -257,7 +257,8 @@ class _Attention(torch.autograd.Function):
                     gate.resolve_deterministic(options.deterministic))
         dq, dk, dv, dsink = backward(call)
         if torch.is_grad_enabled() and not dq.requires_grad:   # create_graph=True, and an engine autograd cannot see
-            dq, dk, dv, dsink = _refuse_double_backward(q, dq, dk, dv, dsink)
+            anchor = next((t for t in (q, k, v, sink) if t is not None and t.requires_grad), q)
+            dq, dk, dv, dsink = _refuse_double_backward(anchor, dq, dk, dv, dsink)
         return (None, *_input_gradients(ctx, dq, dk, dv, dsink))
 
 

@@ -52,6 +52,14 @@ def test_differentiating_the_kernel_gradients_raises(kernel_engine):
         (gq.float().square().sum() + gsink.sum()).backward()
 
 
+def test_the_guard_holds_when_only_k_is_trained(kernel_engine):
+    q, v = (t.detach().bfloat16() for t in _leaves(torch.float32)[::2])
+    k = _leaves(torch.float32)[1].detach().bfloat16().requires_grad_()
+    (gk,) = torch.autograd.grad(frost.attention(q, k, v).float().square().sum(), k, create_graph=True)
+    with pytest.raises(frost.NotSupported, match=r"^double backward"):
+        gk.float().sum().backward()
+
+
 def test_a_plain_backward_on_the_kernel_engine_is_untouched(kernel_engine):
     q, k, v = (t.detach().bfloat16().requires_grad_() for t in _leaves(torch.float32))
     frost.attention(q, k, v, causal=True).float().sum().backward()
