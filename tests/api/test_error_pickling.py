@@ -11,7 +11,7 @@ import torch
 
 import frost
 from frost.errors import UnknownOp
-from frost.integrations.transformers.errors import UnsupportedAttentionMask
+from frost.integrations import TRANSFORMERS_MIN
 
 
 def _raised(call) -> frost.FrostError:
@@ -25,6 +25,14 @@ def _not_supported() -> frost.NotSupported:
     return _raised(lambda: frost.compile(graph, target="sm_90", engine="cute_sm120"))
 
 
+def _adapter_error() -> frost.FrostError:
+    """The transformers adapter's errors live in its package, which needs transformers (a test extra)."""
+    pytest.importorskip("transformers", minversion=TRANSFORMERS_MIN)
+    from frost.integrations.transformers.errors import UnsupportedAttentionMask
+
+    return UnsupportedAttentionMask("attention_mask", "a 4-D mask", "None")
+
+
 ERRORS = {
     "TensorError": lambda: _raised(lambda: frost.sdpa_forward(*(torch.randn(1, 4, 2, 8) for _ in range(3)),
                                                               softmax_scale=-1.0)),
@@ -35,7 +43,7 @@ ERRORS = {
     "EngineError": lambda: _raised(lambda: frost.check_support(frost.sdpa_backward_graph(1, 2, 8, 16), engine="x")),
     "TargetError": lambda: _raised(lambda: frost.check_support(frost.sdpa_backward_graph(1, 2, 8, 16), "gpu")),
     "NotSupported": _not_supported,
-    "UnsupportedAttentionMask": lambda: UnsupportedAttentionMask("attention_mask", "a 4-D mask", "None"),
+    "UnsupportedAttentionMask": _adapter_error,
 }
 
 
