@@ -285,9 +285,11 @@ _double_backward_node: Callable[..., tuple[Tensor, ...]] = _DoubleBackward.apply
 
 def _refuse_double_backward(anchor: Tensor, dq: Tensor, dk: Tensor, dv: Tensor, dsink: Optional[Tensor]
                             ) -> tuple[Tensor, Tensor, Tensor, Optional[Tensor]]:
-    grads = tuple(g for g in (dq, dk, dv, dsink) if g is not None)
-    wrapped = iter(_double_backward_node(anchor, *grads))
-    return next(wrapped), next(wrapped), next(wrapped), None if dsink is None else next(wrapped)
+    if dsink is None:
+        dq, dk, dv = _double_backward_node(anchor, dq, dk, dv)
+    else:
+        dq, dk, dv, dsink = _double_backward_node(anchor, dq, dk, dv, dsink)
+    return dq, dk, dv, dsink
 
 
 def _attention(layout: Layout, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor],

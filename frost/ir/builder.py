@@ -192,6 +192,14 @@ class GraphBuilder:
             return Graph(name=self.name, tensors=tuple(self._tensors.values()), ops=tuple(self._ops))
 
 
+def _index(value: object) -> int:
+    """operator.index (Python and numpy integers; a float or a string raises TypeError), refusing bools too: a
+    bool is an int to Python, never a size."""
+    if isinstance(value, bool):
+        raise TypeError(f"a bool is not a size: {value!r}")
+    return operator.index(value)  # type: ignore[arg-type]
+
+
 def _int_shape(name: str, shape: object) -> tuple[int, ...]:
     """A declared shape as ints: Python or numpy integers pass; a float, a string or a bool is a mistake (never
     truncated or parsed)."""
@@ -200,9 +208,7 @@ def _int_shape(name: str, shape: object) -> tuple[int, ...]:
         raise GraphError(f"tensor {name!r}.shape", shape, accepted)
     shape = tuple(shape)
     try:
-        if any(isinstance(x, bool) for x in shape):
-            raise TypeError
-        return tuple(operator.index(x) for x in shape)
+        return tuple(_index(x) for x in shape)
     except TypeError:
         raise GraphError(f"tensor {name!r}.shape", shape, accepted) from None
 
@@ -214,10 +220,8 @@ def _size(name: str, value: object) -> int:
     minimum = 1 if name.startswith(("heads", "head_dim")) else 0
     accepted = f"an int >= {minimum}" + (" (heads and head dims are never empty)" if minimum else
                                          " (batches, sequences and token counts may be empty)")
-    if isinstance(value, bool):
-        raise GraphError(name, value, accepted)
     try:
-        n = operator.index(value)  # type: ignore[arg-type]
+        n = _index(value)
     except TypeError:
         raise GraphError(name, value, accepted) from None
     if n < minimum:

@@ -235,7 +235,7 @@ def _is_stream(stream: object) -> bool:
         return False
     if isinstance(stream, int) or hasattr(stream, "cuda_stream"):
         return True
-    return hasattr(stream, "__int__") and not isinstance(stream, (float, str, bytes, torch.Tensor))
+    return hasattr(stream, "__int__") and not isinstance(stream, (float, torch.Tensor))
 
 
 def _misaligned(e: Expect, t: torch.Tensor) -> None:
