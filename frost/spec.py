@@ -10,9 +10,8 @@ Dims are named by letters: B (batches, or sequences of a packed call), Sq / Skv 
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import dataclass
-from numbers import Real
+from numbers import Integral, Real
 from typing import Literal, Mapping, Optional
 
 from frost.errors import TensorError
@@ -248,14 +247,20 @@ MaskKind = Literal["none", "causal", "band"]
 BOUND_ACCEPTED = "None (unbounded) or an integer >= 0"
 
 
+def as_int(value: object) -> Optional[int]:
+    """``value`` as an int when it is an integer (Python or numpy), else None. A bool is an int to Python but never
+    a size or a bound; a float, a string or a tensor is never read as one (no truncation, parsing or read-back)."""
+    if isinstance(value, Integral) and not isinstance(value, bool):
+        return int(value)
+    return None
+
+
 def valid_bound(bound: object) -> bool:
     """A mask bound: None (unbounded) or an int >= 0 (a numpy integer too; never a bool)."""
     if bound is None:
         return True
-    try:
-        return not isinstance(bound, bool) and operator.index(bound) >= 0   # type: ignore[arg-type]
-    except TypeError:
-        return False
+    n = as_int(bound)
+    return n is not None and n >= 0
 
 
 @dataclass(frozen=True)
@@ -306,12 +311,12 @@ def caller_mask(causal: object, alignment: object, band_left: object, band_right
     for name, bound in (("band_left", band_left), ("band_right", band_right)):
         if not valid_bound(bound):
             raise TensorError(name, bound, BOUND_ACCEPTED)
-    left, right = (None if b is None else operator.index(b) for b in (band_left, band_right))   # type: ignore[arg-type]
+    left, right = (as_int(b) for b in (band_left, band_right))
     return Mask.of(bool(causal), left, right, alignment)
 
 
 __all__ = ["ALIGNMENTS", "BOUND_ACCEPTED", "Mask", "INPUT_FEATURES", "IO_ROLES", "InputFeature", "features",
            "role_names", "IR_NAMES", "OFFSETS", "OPTION", "OPTIONS", "Option", "ROLES", "SIDE_ROLES", "TENSORS",
-           "TensorRole", "caller_mask", "caller_name", "kernel_flag", "kernel_optional", "gqa_accepted",
+           "TensorRole", "as_int", "caller_mask", "caller_name", "kernel_flag", "kernel_optional", "gqa_accepted",
            "heads_divide", "inputs", "optional_ports", "outputs", "resolved_scale", "valid_bound", "valid_scale",
            "FP32_MAX", "SCALE_ACCEPTED"]

@@ -6,7 +6,6 @@ The gate is pure host work on a handful of Python values, so it runs on every ca
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -106,13 +105,10 @@ def window(value: Any) -> tuple[Bound, Bound]:
 def _bound(x: Any, window_size: Any) -> Bound:
     if x is None:
         return None
-    if isinstance(x, (bool, torch.Tensor)):
+    n = spec.as_int(x)
+    if n is None:
         raise ArgumentTypeError("window_size", window_size, spec.OPTION["window_size"].accepted)
-    try:
-        x = operator.index(x)   # int, numpy integers; never a float or a string
-    except TypeError:
-        raise ArgumentTypeError("window_size", window_size, spec.OPTION["window_size"].accepted) from None
-    return None if x < 0 else x
+    return None if n < 0 else n
 
 
 def host_int(name: str, value: Any) -> int:
@@ -121,12 +117,9 @@ def host_int(name: str, value: Any) -> int:
     if isinstance(value, torch.SymInt):
         return value   # type: ignore[return-value]
     accepted = spec.OPTION[name].accepted
-    if isinstance(value, (bool, torch.Tensor)):
+    n = spec.as_int(value)
+    if n is None:
         raise ArgumentTypeError(name, value, accepted)
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise ArgumentTypeError(name, value, accepted) from None
     if n < 0:
         raise TensorError(name, n, accepted)
     return n

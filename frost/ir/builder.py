@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, Union
@@ -13,7 +12,7 @@ from frost.ir.pydantic_errors import as_graph_errors
 from frost.ir.ops import (STRUCTURED_OPS, GenericOp, SdpaBackwardOp, SdpaForwardInputs, SdpaForwardOp,
                           SdpaForwardOutputs, SdpaInputs, SdpaOutputs)
 from frost.ir.tensors import LAYOUTS, DType, Layout, Ragged, TensorSpec, layout_strides
-from frost.spec import Alignment, gqa_accepted, heads_divide
+from frost.spec import Alignment, as_int, gqa_accepted, heads_divide
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -192,14 +191,6 @@ class GraphBuilder:
             return Graph(name=self.name, tensors=tuple(self._tensors.values()), ops=tuple(self._ops))
 
 
-def _index(value: object) -> int:
-    """operator.index (Python and numpy integers; a float or a string raises TypeError), refusing bools too: a
-    bool is an int to Python, never a size."""
-    if isinstance(value, bool):
-        raise TypeError(f"a bool is not a size: {value!r}")
-    return operator.index(value)  # type: ignore[arg-type]
-
-
 def _int_shape(name: str, shape: object) -> tuple[int, ...]:
     """A declared shape as ints: Python or numpy integers pass; a float, a string or a bool is a mistake (never
     truncated or parsed)."""
@@ -207,10 +198,10 @@ def _int_shape(name: str, shape: object) -> tuple[int, ...]:
     if not isinstance(shape, Iterable) or isinstance(shape, (str, bytes)):
         raise GraphError(f"tensor {name!r}.shape", shape, accepted)
     shape = tuple(shape)
-    try:
-        return tuple(_index(x) for x in shape)
-    except TypeError:
-        raise GraphError(f"tensor {name!r}.shape", shape, accepted) from None
+    dims = tuple(as_int(x) for x in shape)
+    if None in dims:
+        raise GraphError(f"tensor {name!r}.shape", shape, accepted)
+    return dims  # type: ignore[return-value]
 
 
 def _size(name: str, value: object) -> int:
@@ -220,10 +211,9 @@ def _size(name: str, value: object) -> int:
     minimum = 1 if name.startswith(("heads", "head_dim")) else 0
     accepted = f"an int >= {minimum}" + (" (heads and head dims are never empty)" if minimum else
                                          " (batches, sequences and token counts may be empty)")
-    try:
-        n = _index(value)
-    except TypeError:
-        raise GraphError(name, value, accepted) from None
+    n = as_int(value)
+    if n is None:
+        raise GraphError(name, value, accepted)
     if n < minimum:
         raise GraphError(name, n, accepted)
     return n

@@ -14,7 +14,6 @@ cache, it raises instead of letting documents see each other."""
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -23,6 +22,7 @@ from transformers.masking_utils import (and_masks, causal_mask_function, packed_
                                         remap_positions_for_packed_sequence)
 
 from frost.integrations.transformers.band import closure_values
+from frost.spec import as_int
 from frost.integrations.transformers.errors import (UnsupportedAttentionMask, UnsupportedAttentionSetting,
                                                     describe_value)
 
@@ -195,11 +195,8 @@ def _host_int(name: str, value: Any) -> int:
     if isinstance(value, torch.Tensor):
         if value.numel() == 1 and not value.is_floating_point() and value.dtype != torch.bool:
             return int(value)
-    elif not isinstance(value, bool):
-        try:
-            return operator.index(value)
-        except TypeError:
-            pass
+    elif (n := as_int(value)) is not None:
+        return n
     raise UnsupportedAttentionSetting(name, describe_value(value), "an int (or a one-element integer tensor)")
 
 
