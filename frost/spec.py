@@ -250,9 +250,9 @@ BOUND_ACCEPTED = "None (unbounded) or an integer >= 0"
 def as_int(value: object) -> Optional[int]:
     """``value`` as an int when it is an integer (Python or numpy), else None. A bool is an int to Python but never
     a size or a bound; a float, a string or a tensor is never read as one (no truncation, parsing or read-back)."""
-    if isinstance(value, Integral) and not isinstance(value, bool):
-        return int(value)
-    return None
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        return None
+    return int(value)
 
 
 def valid_bound(bound: object) -> bool:
