@@ -10,6 +10,8 @@
 #             run, into OUT_DIR/full
 #   host      (only when named) benchmarks/bench_host_overhead.py --real --busy: the parts of frost's host path per
 #             call, on an idle GPU and with every call enqueued behind running work
+#   autograd  (only when named) benchmarks/bench_autograd_host.py: frost.attention's forward + backward host time
+#             beside its two functional calls, an empty autograd node, one thread, and replay off
 #   replay    (only when named) the backward's host time per call in frost bench (two cases, frost alone) with CUDA-graph
 #             replay on and off, two rounds each, into OUT_DIR/replay_{on,off}_{1,2}
 #   padfwd padbwd padstep   (only when named) the standard suite's passes with FA4's launches padded to SM120's
@@ -28,6 +30,7 @@
 set -u
 out=${1:?out dir}; steps=${2:-lengths,varlen,hf,fwd,bwd,step}; default_lim=${3:-240}
 mkdir -p "$out"
+source benchmarks/tools/use_transformers_slim.sh
 limit_of() { local s; for s in ${steps//,/ }; do [ "${s%%:*}" = "$1" ] && { [ "$s" = "$1" ] && echo "$default_lim" || echo "${s#*:}"; return; }; done; }
 run() { local name=$1; shift; lim=$(limit_of "$name"); [ -n "$lim" ] || return
         echo "== $name: $*"; start=$(date +%s)
@@ -48,6 +51,7 @@ lim=$(limit_of full)
 [ -n "$lim" ] && run full python3 -m frost bench --suite full --pass all --peer-smem padded --ceiling \
     --out "$out/full" --budget-s $((lim - 60))
 run host python3 benchmarks/bench_host_overhead.py --real --busy --calls 4000
+run autograd python3 benchmarks/bench_autograd_host.py --calls 2000 --rounds 3
 run replay bash -c "for r in 1 2; do for m in on off; do [ \$m = on ] && v=1 || v=0
     FROST_GRAPH_REPLAY=\$v python3 -m frost bench --suite standard --cases mha-d64-causal,gqa32 --pass backward \
         --backends frost --out $out/replay_\${m}_\$r > /dev/null 2>&1

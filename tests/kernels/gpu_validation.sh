@@ -5,9 +5,12 @@
 # configuration, on the tail shapes of every tile family and on small packed problems (test_sanitizer_case). Each job runs under `timeout`.
 # Usage: bash tests/kernels/gpu_validation.sh OUT_DIR [LIMIT_S]; logs in OUT_DIR/*.log, summary on stdout.
 # GPU_JOBS="name name ..." runs only the named jobs (fewer processes share the CPU cores that compile).
+# The integration tests need the transformers the adapter accepts: carry it in the bundle
+# (benchmarks/tools/transformers_slim.sh); a job in which no test ran says so in the summary.
 set -u
 out=${1:?out dir}; lim=${2:-170}
 mkdir -p "$out"
+source benchmarks/tools/use_transformers_slim.sh
 job() { local name=$1; shift
   case " ${GPU_JOBS:-$name} " in *" $name "*) ;; *) return ;; esac
   (timeout "$lim" "$@" > "$out/$name.log" 2>&1; echo "rc=$?" >> "$out/$name.log") & }
@@ -48,6 +51,8 @@ job memcheck_varlen $SAN --tool memcheck $PT $K/test_varlen_gpu.py -k sanitizer_
 job racecheck_varlen $SAN --tool racecheck $PT $K/test_varlen_gpu.py -k sanitizer_case
 wait
 for f in "$out"/*.log; do
-  echo "== $(basename "$f" .log): $(grep -hE '(passed|failed|error)( |,|$).*in [0-9.]+s' "$f" | tail -1)" \
-       "$(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1)" "$(tail -1 "$f")"
+  counts=$(grep -hE '(passed|failed|error)( |,|$).*in [0-9.]+s' "$f" | tail -1)
+  # pytest exits 5 when nothing ran (e.g. every module skipped): say so instead of printing an empty line
+  [ -n "$counts" ] || counts="NO TEST RAN: $(grep -hE '(skipped|deselected).* in [0-9.]+s' "$f" | tail -1)"
+  echo "== $(basename "$f" .log): $counts $(grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$f" | tail -1)" "$(tail -1 "$f")"
 done

@@ -1,0 +1,11 @@
+# Sourced by the GPU scripts (tests/kernels/gpu_validation.sh, benchmarks/gpu_benches.sh), from the project root:
+# when the bundle carries the pinned transformers (.devbundle/transformers-slim.tar.xz, made by
+# benchmarks/tools/transformers_slim.sh), unpack it once per machine and put it first on PYTHONPATH, so the
+# integration tests and benchmarks run instead of skipping on the machine's older transformers.
+if [ -f .devbundle/transformers-slim.tar.xz ]; then
+  _frost_tf="$(python3 -c 'import tempfile; print(tempfile.gettempdir())')/frost-transformers-$(cksum < .devbundle/transformers-slim.tar.xz | cut -d' ' -f1)"
+  if [ ! -d "$_frost_tf" ]; then
+    mkdir -p "$_frost_tf.tmp" && tar xJf .devbundle/transformers-slim.tar.xz -C "$_frost_tf.tmp" && mv "$_frost_tf.tmp" "$_frost_tf"
+  fi
+  export PYTHONPATH="$_frost_tf${PYTHONPATH:+:$PYTHONPATH}"
+fi
