@@ -7,8 +7,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from frost.errors import (ArgumentTypeError, EngineError, FrostError, GraphError, NotSupported, TargetError,
-                          TensorError)
+from frost.errors import (ArgumentTypeError, EngineError, FrostError, GraphError, NotSupported, SettingError,
+                          TargetError, TensorError)
 from frost.ir import Graph, GraphBuilder, TensorSpec, sdpa_backward_graph, sdpa_forward_graph
 
 __version__ = "0.1.0"
@@ -62,6 +62,6 @@ def __dir__() -> list[str]:
     return sorted({*__all__, *(n for n in globals() if n.startswith("__") and n not in ("__getattr__", "__dir__"))})
 
 
-__all__ = ["ArgumentTypeError", "EngineError", "FrostError", "GraphError", "NotSupported", "TargetError",
-           "TensorError", "Graph", "GraphBuilder", "TensorSpec", "sdpa_backward_graph", "sdpa_forward_graph",
+__all__ = ["ArgumentTypeError", "EngineError", "FrostError", "GraphError", "NotSupported", "SettingError",
+           "TargetError", "TensorError", "Graph", "GraphBuilder", "TensorSpec", "sdpa_backward_graph", "sdpa_forward_graph",
            "__version__", *_LAZY]

@@ -84,6 +84,15 @@ class TargetError(FrostError, ValueError):
         self.args = (_fmt("target", value, accepted),)
 
 
+class SettingError(FrostError, ValueError):
+    """A FROST_* environment variable set to a value frost does not read (a misspelt switch would otherwise keep
+    its default without a word)."""
+
+    def __init__(self, variable: str, value: object, accepted: str) -> None:
+        self.variable, self.value, self.accepted = variable, value, accepted
+        self.args = (_fmt(variable, value, accepted),)
+
+
 class NotSupported(FrostError):
     """A well-formed graph that the requested engine cannot serve; `.report` holds every reason."""
 

@@ -11,15 +11,16 @@ turns replay off (launch.Launch reads it when it is bound)."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
+
+from frost import settings
 
 CAPACITY = 64  # graphs (and once-seen tuples) kept per bound launch, least recently used dropped first
 
 
 def replay_enabled() -> bool:
-    return os.environ.get("FROST_GRAPH_REPLAY", "1").lower() not in ("0", "off", "false", "no")
+    return settings.switch("FROST_GRAPH_REPLAY", True)
 
 
 class GraphCaptureError(RuntimeError):

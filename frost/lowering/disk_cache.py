@@ -33,6 +33,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from frost import settings
 from frost.analyzer import SupportReport, probe
 from frost.lowering.plan_cache import COUNTERS
 
@@ -131,7 +132,7 @@ KERNEL_ENTRIES = EntryKind("kernel cache", "recompiling", "disk")
 def active_disk_cache(kind: EntryKind = KERNEL_ENTRIES) -> "DiskCache | None":
     """The disk cache for ``kind`` to use now (the environment is read on every miss), or None when
     FROST_DISK_CACHE=0."""
-    if os.environ.get("FROST_DISK_CACHE", "1").lower() in ("0", "off", "false", "no"):
+    if not settings.switch("FROST_DISK_CACHE", True):
         return None
     return DiskCache(kind.root(default_root()), kind)
 

@@ -6,14 +6,15 @@ caches bump COUNTERS."""
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Hashable, TypeVar
 
+from frost import settings
+
 T = TypeVar("T")
-DEFAULT_SIZE = int(os.environ.get("FROST_PLAN_CACHE_SIZE", "256"))
+DEFAULT_SIZE = settings.count("FROST_PLAN_CACHE_SIZE", 256)
 
 
 class PlanCache:

@@ -11,7 +11,7 @@ PUBLIC = ("attention", "attention_varlen", "sdpa_forward", "sdpa_backward", "sdp
           "sdpa_backward_varlen", "compile", "check_support", "detect_target", "Plan", "SupportReport", "Reason",
           "GraphBuilder", "Graph", "TensorSpec")
 ERRORS = ("FrostError", "TensorError", "ArgumentTypeError", "GraphError", "NotSupported", "EngineError",
-          "TargetError")
+          "TargetError", "SettingError")
 
 
 def test_dir_lists_the_public_api():

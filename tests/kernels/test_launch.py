@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from frost.errors import SettingError
 from frost.kernels.backward.api import choose_config, workspace_regions
 from frost.kernels.backward.bwd_main import BwdMainKernel
 from frost.kernels.backward.chain import BackwardChain
@@ -415,14 +416,15 @@ def test_dq_gemm_workspace_limit_from_the_environment(monkeypatch):
     naming the variable, the value and what is accepted."""
     from frost.kernels.backward import ds_workspace
 
+    read = ds_workspace._max_bytes_from_env
     monkeypatch.delenv("FROST_DQ_GEMM_MAX_BYTES", raising=False)
-    assert ds_workspace._max_bytes_from_env() == 2 ** 31
+    assert read() == 2 ** 31
     monkeypatch.setenv("FROST_DQ_GEMM_MAX_BYTES", "0")
-    assert ds_workspace._max_bytes_from_env() == 0
+    assert read() == 0
     for bad in ("abc", "-5", "1.5e9"):
         monkeypatch.setenv("FROST_DQ_GEMM_MAX_BYTES", bad)
-        with pytest.raises(ValueError, match=rf"FROST_DQ_GEMM_MAX_BYTES='{bad}'.*byte count >= 0"):
-            ds_workspace._max_bytes_from_env()
+        with pytest.raises(SettingError, match=rf"FROST_DQ_GEMM_MAX_BYTES: got '{bad}'.*whole number >= 0"):
+            read()
 
 
 def test_a_packed_launch_passes_the_segments_and_the_same_arguments_in_either_order():

@@ -3,23 +3,14 @@ another set (select.select reads it at plan time, api.workspace_regions sizes th
 
 from __future__ import annotations
 
-import os
-
+from frost import settings
 from frost.limits import seq_pad
 
 MAIN_KN = 128     # keys of the main kernel's KV tile (TileConfig.n_block): the workspace's key rows pad to it
 
 
 def _max_bytes_from_env() -> int:
-    text = os.environ.get("FROST_DQ_GEMM_MAX_BYTES", str(2 ** 31))
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ValueError(f"FROST_DQ_GEMM_MAX_BYTES={text!r}: expected a byte count >= 0 (0 turns the dS workspace "
-                         f"off; default {2 ** 31})")
-    return value
+    return settings.count("FROST_DQ_GEMM_MAX_BYTES", 2 ** 31)
 
 
 # The largest dS workspace a dq_gemm set is used with (B4 H16 S4096 takes 2 GiB; FROST_DQ_GEMM_MAX_BYTES sets

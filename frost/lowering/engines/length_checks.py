@@ -6,21 +6,25 @@ at all. Nothing is checked while a CUDA graph is being captured."""
 
 from __future__ import annotations
 
+from frost import settings
 from frost.analyzer.facts import Facts
+
+# FROST_CHECK_SEQ_LENS: the on-words of a switch mean the default (deferred), its off-words off, and "sync" sync
+CHECK_MODES = {**dict.fromkeys(settings.ON, "deferred"), "deferred": "deferred", "sync": "sync",
+               **dict.fromkeys(settings.OFF, "off")}
+CHECK_MODES_ACCEPTED = "deferred (or 1, on, true, yes), sync, or 0, off, false, no (off), any case"
 
 
 def check_mode() -> str:
     """"deferred" (the default), "sync" (FROST_CHECK_SEQ_LENS=sync) or "off" (FROST_CHECK_SEQ_LENS=0, and while a
     CUDA graph is being captured: a copy or a read would break the capture). The kernels clamp lengths to [0, S] and
     packed segments into their tensors in every mode, so an unchecked bad value cannot read or write out of bounds."""
-    import os
-
     import torch
 
-    mode = os.environ.get("FROST_CHECK_SEQ_LENS", "1")
-    if mode == "0" or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
+    mode = settings.choice("FROST_CHECK_SEQ_LENS", "deferred", CHECK_MODES, CHECK_MODES_ACCEPTED)
+    if mode == "off" or (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()):
         return "off"
-    return "sync" if mode == "sync" else "deferred"
+    return mode
 
 
 def check_seq_len_values() -> bool:
