@@ -40,7 +40,10 @@ def detect_target(device: Device | None = None) -> str:
         import torch
     except ImportError:
         return "cpu"
-    if device is not None and torch.device(device).type != "cuda" or not torch.cuda.is_available():
+    from frost.lowering.devices import parsed_device
+
+    device = parsed_device(device)
+    if device is not None and device.type != "cuda" or not torch.cuda.is_available():
         return "cpu"
     major, minor = torch.cuda.get_device_capability(device)
     return f"sm_{major}{minor}"

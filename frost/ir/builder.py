@@ -251,6 +251,14 @@ def _heads_kv(heads_kv: int | None, heads_q: int) -> int:
     return hkv
 
 
+def _flags(**flags: object) -> None:
+    """The one-call graph functions' switches (sink, padded, seqused, dlse): True or False only, so a truthy
+    string or a 1 is refused under its own name instead of adding a port."""
+    for name, value in flags.items():
+        if not isinstance(value, bool):
+            raise GraphError(name, value, "True or False")
+
+
 def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, heads_kv: int | None = None,
                         seq_kv: int | None = None, head_dim_v: int | None = None, dtype: DType = "bfloat16",
                         layout: Layout = "bshd", sink: bool = False, padded: bool = False, dlse: bool = False,
@@ -258,6 +266,7 @@ def sdpa_backward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, 
     """The common one-op graph, declared in one call (used by the demo, the functional API and tests)."""
     batch, heads_q, seq_q, head_dim, hkv, skv, dv = _dense_sizes(batch, heads_q, seq_q, head_dim, heads_kv, seq_kv,
                                                                   head_dim_v)
+    _flags(sink=sink, padded=padded, dlse=dlse)
     b = GraphBuilder("sdpa_backward")
     q = b.tensor("q", (batch, heads_q, seq_q, head_dim), dtype, layout=layout)
     k = b.tensor("k", (batch, hkv, skv, head_dim), dtype, layout=layout)
@@ -284,6 +293,7 @@ def sdpa_forward_graph(batch: int, heads_q: int, seq_q: int, head_dim: int, *, h
     """The common one-op forward graph, declared in one call; its outputs are "attn.o" and "attn.lse"."""
     batch, heads_q, seq_q, head_dim, hkv, skv, dv = _dense_sizes(batch, heads_q, seq_q, head_dim, heads_kv, seq_kv,
                                                                   head_dim_v)
+    _flags(sink=sink, padded=padded)
     b = GraphBuilder("sdpa_forward")
     q = b.tensor("q", (batch, heads_q, seq_q, head_dim), dtype, layout=layout)
     k = b.tensor("k", (batch, hkv, skv, head_dim), dtype, layout=layout)
@@ -321,6 +331,7 @@ def sdpa_backward_varlen_graph(batch: int, heads_q: int, tokens_q: int, max_len_
     head-major; `seqused` adds per-sequence valid lengths as "seq_len_q" / "seq_len_kv"."""
     batch, heads_q, tokens_q, max_len_q, head_dim, hkv, tkv, mkv, dv = _packed_sizes(
         batch, heads_q, tokens_q, max_len_q, head_dim, heads_kv, tokens_kv, max_len_kv, head_dim_v)
+    _flags(sink=sink, seqused=seqused, dlse=dlse)
     b = GraphBuilder("sdpa_backward_varlen")
     extras: _BackwardPorts = {}
     rq, rkv = _varlen_side(b, extras, batch, max_len_q, mkv, seqused)
@@ -347,6 +358,7 @@ def sdpa_forward_varlen_graph(batch: int, heads_q: int, tokens_q: int, max_len_q
     outputs are "attn.o" (Hq, Tq, Dv), laid out like q, and "attn.lse" (Hq, Tq) head-major."""
     batch, heads_q, tokens_q, max_len_q, head_dim, hkv, tkv, mkv, dv = _packed_sizes(
         batch, heads_q, tokens_q, max_len_q, head_dim, heads_kv, tokens_kv, max_len_kv, head_dim_v)
+    _flags(sink=sink, seqused=seqused)
     b = GraphBuilder("sdpa_forward_varlen")
     extras: _ForwardPorts = {}
     rq, rkv = _varlen_side(b, extras, batch, max_len_q, mkv, seqused)

@@ -11,6 +11,7 @@ import torch
 
 from frost.errors import GraphError, TensorError
 from frost.ir.tensors import TensorSpec, check_tensor
+from frost.lowering.devices import present_device
 from frost.lowering.keys import TensorSignature, spec_signature, tensor_signature
 from frost.lowering.workspace import ALIGN, carve
 
@@ -212,7 +213,7 @@ class Executor:
 
     def new_workspace(self, device=None) -> torch.Tensor:
         """workspace_size bytes starting on a 256-byte boundary."""
-        buf, skip = self._aligned_buffer(device)
+        buf, skip = self._aligned_buffer(present_device(device))
         return buf[skip:skip + self.workspace_size]
 
     def _aligned_buffer(self, device) -> tuple[torch.Tensor, int]:
@@ -222,6 +223,7 @@ class Executor:
         return buf, -buf.data_ptr() % ALIGN
 
     def new_outputs(self, device=None) -> dict:
+        device = present_device(device)
         return {e.name: torch.empty_strided(e.shape, e.strides, dtype=e.dtype, device=device) for e in self.outputs}
 
 
