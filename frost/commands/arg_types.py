@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Callable
 
 
@@ -31,3 +32,11 @@ def seconds(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"got {text!r}; accepted: {accepted}")
     return value
+
+
+def directory(text: str) -> Path:
+    """A directory option: a directory, or a path where none exists yet (never a file)."""
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"got {text!r}; accepted: a directory (this is a file)")
+    return path

@@ -4,7 +4,7 @@ cutlass-dsl change starts a new kernel group, each analyzer or IR change a new r
 
 from __future__ import annotations
 
-from pathlib import Path
+from frost.commands.arg_types import directory
 
 
 def register(sub) -> None:
@@ -13,7 +13,8 @@ def register(sub) -> None:
     what.add_argument("--prune", action="store_true",
                       help="delete the entries of other frost code or cutlass-dsl versions (never loaded again)")
     what.add_argument("--clear", action="store_true", help="delete every entry")
-    p.add_argument("--dir", help="the cache root (default: FROST_CACHE_DIR, else the user cache dir)")
+    p.add_argument("--dir", type=directory,
+                   help="the cache root (default: FROST_CACHE_DIR, else the user cache dir)")
     p.set_defaults(func=run)
 
 
@@ -21,7 +22,7 @@ def run(args) -> int:
     from frost.lowering.disk_cache import (cache_groups, code_version, current_report_group, default_root,
                                           remove_groups, report_root)
 
-    root = Path(args.dir).expanduser() if args.dir else default_root()
+    root = args.dir or default_root()
     stores = ((root, None), (report_root(root), current_report_group()))   # (directory, its current group)
     if args.prune or args.clear:
         gone = [g for path, current in stores for g in remove_groups(path, args.prune, current)]

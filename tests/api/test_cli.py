@@ -56,3 +56,13 @@ def test_an_unwritable_output_file_is_one_line(tmp_path, capsys):
     assert main(["schema", "--output", str(target)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("frost schema: ") and str(target) in err and err.count("\n") == 1
+
+
+def test_a_cache_dir_that_is_a_file_is_refused(tmp_path, capsys):
+    """`frost cache --dir FILE` listed an empty cache and exited 0."""
+    file = tmp_path / "not-a-dir"
+    file.write_text("x")
+    with pytest.raises(SystemExit) as info:
+        main(["cache", "--dir", str(file)])
+    assert info.value.code == 2
+    assert f"argument --dir: got '{file}'; accepted: a directory (this is a file)" in capsys.readouterr().err
