@@ -63,5 +63,5 @@ def __dir__() -> list[str]:
 
 
 __all__ = ["ArgumentTypeError", "EngineError", "FrostError", "GraphError", "NotSupported", "SettingError",
-           "TargetError", "TensorError", "Graph", "GraphBuilder", "TensorSpec", "sdpa_backward_graph", "sdpa_forward_graph",
-           "__version__", *_LAZY]
+           "TargetError", "TensorError", "Graph", "GraphBuilder", "TensorSpec", "sdpa_backward_graph",
+           "sdpa_forward_graph", "__version__", *_LAZY]

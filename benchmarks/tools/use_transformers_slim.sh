@@ -2,10 +2,12 @@
 # when the bundle carries the pinned transformers (.devbundle/transformers-slim.tar.xz, made by
 # benchmarks/tools/transformers_slim.sh), unpack it once per machine and put it first on PYTHONPATH, so the
 # integration tests and benchmarks run instead of skipping on the machine's older transformers.
-if [ -f .devbundle/transformers-slim.tar.xz ]; then
-  _frost_tf="$(python3 -c 'import tempfile; print(tempfile.gettempdir())')/frost-transformers-$(cksum < .devbundle/transformers-slim.tar.xz | cut -d' ' -f1)"
+_frost_tar=.devbundle/transformers-slim.tar.xz
+if [ -f "$_frost_tar" ]; then
+  _frost_tf="$(python3 -c 'import tempfile; print(tempfile.gettempdir())')/frost-transformers"
+  _frost_tf="$_frost_tf-$(cksum < "$_frost_tar" | cut -d' ' -f1)"
   if [ ! -d "$_frost_tf" ]; then
-    mkdir -p "$_frost_tf.tmp" && tar xJf .devbundle/transformers-slim.tar.xz -C "$_frost_tf.tmp" && mv "$_frost_tf.tmp" "$_frost_tf"
+    mkdir -p "$_frost_tf.tmp" && tar xJf "$_frost_tar" -C "$_frost_tf.tmp" && mv "$_frost_tf.tmp" "$_frost_tf"
   fi
   export PYTHONPATH="$_frost_tf${PYTHONPATH:+:$PYTHONPATH}"
 fi
