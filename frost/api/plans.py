@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Hashable, Optional, Union
 
 from frost.analyzer import ENGINES, normalise_target
 from frost.analyzer.probe import OpSupport, SupportReport, engines_named
-from frost.errors import ArgumentTypeError, EngineError, NotSupported
+from frost.errors import ArgumentTypeError, NotSupported
 from frost.ir import Graph
 from frost.ir.graph import per_graph
 from frost.lowering import compiler
 from frost.lowering.disk_cache import probe_with_disk_cache
-from frost.lowering.engines import ADAPTERS, lower_graph
+from frost.lowering.engines import lower_graph
 from frost.lowering.plan import Plan
 from frost.lowering.plan_cache import PLANS
 
@@ -107,8 +107,6 @@ def _engine_for(s: OpSupport, pin: str | None, report: SupportReport) -> str:
         if s.engine is None:
             raise NotSupported(f"no engine serves op {s.name!r} on {report.target}\n{report.to_text()}", report)
         return s.engine
-    if pin not in ADAPTERS:
-        raise EngineError(pin, f"{', '.join(ADAPTERS)} or None (the probe's choice)")
     if pin in s.declined:
         why = "; ".join(f"[{r.code}] {r.message}" for r in s.declined[pin])
         raise NotSupported(f"engine {pin!r} cannot serve op {s.name!r} on {report.target}: {why}", report)

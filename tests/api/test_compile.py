@@ -95,3 +95,11 @@ def test_graph_without_attention():
     b.op("matmul", "mm", inputs=(x,), outputs=(y,))
     with pytest.raises(NotSupported, match="claims no op"):
         api.compile(b.build(), target="cpu")
+
+
+def test_every_engine_the_probe_names_has_an_adapter():
+    """compile checks an engine name against the probe's tables only (engines_named): each of them must lower."""
+    from frost.analyzer.probe import engine_names
+    from frost.lowering.engines import ADAPTERS
+
+    assert set(engine_names()) == set(ADAPTERS)
