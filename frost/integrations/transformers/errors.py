@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from frost.errors import FrostError
+from frost.errors import FrostError, _fmt
 
 
 class TransformersAdapterError(FrostError):
@@ -12,8 +12,7 @@ class TransformersAdapterError(FrostError):
 
     def __init__(self, subject: str, value: object, accepted: str, detail: str = "") -> None:
         self.subject, self.value, self.accepted = subject, value, accepted
-        message = f"{subject}: got {value!r}; accepted: {accepted}"
-        self.args = (f"{message} ({detail})" if detail else message,)   # as frost.errors.FrostError says why
+        self.args = (_fmt(subject, value, accepted, detail),)   # as frost.errors.FrostError says why
 
 
 class UnsupportedAttentionMask(TransformersAdapterError):

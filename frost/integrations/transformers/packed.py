@@ -22,9 +22,9 @@ from transformers.masking_utils import (and_masks, causal_mask_function, packed_
                                         remap_positions_for_packed_sequence)
 
 from frost.integrations.transformers.band import closure_values
-from frost.spec import as_int
 from frost.integrations.transformers.errors import (UnsupportedAttentionMask, UnsupportedAttentionSetting,
                                                     describe_value)
+from frost.spec import as_int
 
 FLASH_KWARGS = ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k")
 _AND_CODE = and_masks(causal_mask_function).__code__
