@@ -5,28 +5,24 @@ spellings raises SettingError naming the variable, where a misspelt switch used 
 from __future__ import annotations
 
 import os
+from typing import Mapping, TypeVar
 
 from frost.errors import SettingError
+
+T = TypeVar("T")
 
 ON = ("1", "on", "true", "yes")
 OFF = ("0", "off", "false", "no")
 SWITCH_ACCEPTED = "one of 1, on, true, yes (on) or 0, off, false, no (off), any case"
+_SWITCH_WORDS = {**dict.fromkeys(ON, True), **dict.fromkeys(OFF, False)}
 
 
 def switch(variable: str, default: bool) -> bool:
     """An on/off variable; unset or empty: ``default``."""
-    text = os.environ.get(variable, "")
-    word = text.strip().lower()
-    if not word:
-        return default
-    if word in ON:
-        return True
-    if word in OFF:
-        return False
-    raise SettingError(variable, text, SWITCH_ACCEPTED)
+    return choice(variable, default, _SWITCH_WORDS, SWITCH_ACCEPTED)
 
 
-def choice(variable: str, default: str, words: dict[str, str], accepted: str) -> str:
+def choice(variable: str, default: T, words: Mapping[str, T], accepted: str) -> T:
     """A variable with named values: ``words`` maps each accepted spelling (lower case) to the value it means;
     unset or empty: ``default``."""
     text = os.environ.get(variable, "")
@@ -46,7 +42,7 @@ def count(variable: str, default: int, minimum: int = 0) -> int:
     try:
         value = int(text)
     except ValueError:
-        value = minimum - 1
+        value = minimum - 1   # refused below, with the same words
     if value < minimum:
         raise SettingError(variable, text, f"a whole number >= {minimum}")
     return value

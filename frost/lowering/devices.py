@@ -30,7 +30,7 @@ def present_device(device: object, name: str = "device") -> Optional[torch.devic
     """parsed_device, and a CUDA device must exist on this machine (memory is to be allocated there)."""
     d = parsed_device(device, name)
     if d is not None and d.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        count = torch.cuda.device_count()   # 0 without CUDA
         if (d.index or 0) >= count:
             raise TensorError(name, device, f"a device of this machine (it has {count} CUDA devices)")
     return d
