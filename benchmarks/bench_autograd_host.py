@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from bench_host_overhead import _calls_target, _Floor, _per_call_us  # noqa: E402
+from bench_host_overhead import _calls_target, _per_call_us, floor_node, step_through  # noqa: E402
 
 import frost  # noqa: E402
 from frost.lowering import FakeCompiler, clear_caches, use_compiler  # noqa: E402
@@ -58,24 +58,19 @@ def _steps(device: str) -> dict:
     q, k, v = (torch.randn(1, 128, 4, 64, device=device, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     dout = torch.randn(1, 128, 4, 64, device=device, dtype=torch.bfloat16)
 
-    def through(node):
-        def step() -> None:
-            node(q, k, v).backward(dout)
-            q.grad = k.grad = v.grad = None
-        return step
-
     def functional() -> None:
         out, lse = frost.sdpa_forward(q.detach(), k.detach(), v.detach(), causal=True)
         frost.sdpa_backward(q.detach(), k.detach(), v.detach(), out, dout, lse, causal=True)
 
-    attention = through(lambda q, k, v: frost.attention(q, k, v, causal=True))
+    attention = step_through(lambda q, k, v: frost.attention(q, k, v, causal=True), q, k, v, dout)
 
     def single_threaded() -> None:
         with torch.autograd.set_multithreading_enabled(False):
             attention()
 
-    return {"floor": through(lambda *qkv: _Floor.apply(*qkv)[0]), "functional": functional,
-            "wrapped": through(_Wrapped.apply), "attention": attention, "attention-1t": single_threaded}
+    return {"floor": step_through(floor_node, q, k, v, dout), "functional": functional,
+            "wrapped": step_through(_Wrapped.apply, q, k, v, dout), "attention": attention,
+            "attention-1t": single_threaded}
 
 
 def _with_replay(on: bool) -> None:

@@ -132,15 +132,24 @@ def _autograd_us(device: str, calls: int) -> dict[str, float]:
 
     q, k, v = (torch.randn(1, 128, 4, 64, device=device, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
     dout = torch.randn(1, 128, 4, 64, device=device, dtype=torch.bfloat16)
-
-    def step(attention) -> None:
-        attention(q, k, v).backward(dout)
-        q.grad = k.grad = v.grad = None
-
     frost_attention = lambda q, k, v: frost.attention(q, k, v, causal=True)   # noqa: E731
-    return {"attention_step_us": _per_call_us(lambda: step(frost_attention), calls),
+    return {"attention_step_us": _per_call_us(step_through(frost_attention, q, k, v, dout), calls),
             "attention_forward_us": _per_call_us(lambda: frost_attention(q, k, v), calls),
-            "autograd_floor_us": _per_call_us(lambda: step(lambda *qkv: _Floor.apply(*qkv)[0]), calls)}
+            "autograd_floor_us": _per_call_us(step_through(floor_node, q, k, v, dout), calls)}
+
+
+def step_through(node, q, k, v, dout):
+    """One training step through ``node(q, k, v) -> out``: forward, backward from ``dout``, the leaves' gradients
+    dropped (so none accumulates from step to step)."""
+    def step() -> None:
+        node(q, k, v).backward(dout)
+        q.grad = k.grad = v.grad = None
+    return step
+
+
+def floor_node(q, k, v):
+    """_Floor's output: an attention-shaped autograd node that computes nothing."""
+    return _Floor.apply(q, k, v)[0]
 
 
 class _Floor(torch.autograd.Function):
