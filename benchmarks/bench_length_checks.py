@@ -5,7 +5,11 @@ process. The lengths tensor is made afresh each step, as a data loader would. Th
 (the loop is host-bound, so its steps vary with the host): frost.sdpa_forward with those lengths, in bursts of 48
 calls (a step's calls) with an untimed synchronisation before each.
 
-    python3 benchmarks/bench_length_checks.py [--steps 40] [--rounds 3] [--json out.json]"""
+With --replay the same loop (default length check) runs instead with CUDA-graph replay on and off
+(FROST_GRAPH_REPLAY; the plans are rebuilt at each switch, their kernels come from the disk cache), and each step's
+host time (until loss.backward() returns) is reported beside its wall time.
+
+    python3 benchmarks/bench_length_checks.py [--steps 40] [--rounds 3] [--replay] [--json out.json]"""
 
 from __future__ import annotations
 
@@ -20,10 +24,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 LAYERS, B, S, HQ, HKV, D = 24, 4, 1024, 16, 4, 64
 MODES = {"off": "0", "sync": "sync", "deferred": "1"}
+REPLAY = {"replay-on": "1", "replay-off": "0"}
 
 
-def step_ms(steps: int) -> list[float]:
-    """Wall time of each step (host and GPU: the step ends with a synchronize)."""
+def step_ms(steps: int, host: list[float] | None = None) -> list[float]:
+    """Wall time of each step (host and GPU: the step ends with a synchronize); each step's host time (until
+    loss.backward() returns) is appended to ``host`` when given."""
     import torch
 
     import frost
@@ -39,6 +45,8 @@ def step_ms(steps: int) -> list[float]:
         loss = sum(frost.attention(q, k, v, causal=True, seq_len_q=lengths, seq_len_kv=lengths).float().mean()
                    for q, k, v in layers)
         loss.backward()
+        if host is not None:
+            host.append((time.perf_counter() - start) * 1e3)
         torch.cuda.synchronize()
         times.append((time.perf_counter() - start) * 1e3)
     return times
@@ -68,20 +76,48 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--replay", action="store_true", help="graph replay on / off instead of the length checks")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
-    results = {}
-    for _round in range(args.rounds):   # modes interleaved round by round: drift shows as a spread, not a mode's cost
+    results = replay_ab(args.steps, args.rounds) if args.replay else length_checks(args.steps, args.rounds)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f)
+
+
+def replay_ab(steps: int, rounds: int) -> dict[str, list[float]]:
+    """The loop's step and host times with graph replay on and off, interleaved round by round."""
+    from frost.lowering import clear_caches
+
+    results: dict[str, list[float]] = {}
+    for _round in range(rounds):
+        for mode, value in REPLAY.items():
+            os.environ["FROST_GRAPH_REPLAY"] = value
+            clear_caches()
+            host: list[float] = []
+            results.setdefault(mode, []).extend(step_ms(steps, host)[3:])
+            results.setdefault(f"{mode}-host", []).extend(host[3:])
+    for mode in REPLAY:
+        wall, host = results[mode], results[f"{mode}-host"]
+        print(f"{mode:10s} step median {statistics.median(wall):7.2f} ms (min {min(wall):.2f}, max {max(wall):.2f}); "
+              f"host median {statistics.median(host):7.2f} ms (min {min(host):.2f})")
+    return results
+
+
+def length_checks(steps: int, rounds: int) -> dict[str, list[float]]:
+    """The loop's step times and one call's host time per length-check mode, interleaved round by round."""
+    results: dict[str, list[float]] = {}
+    for _round in range(rounds):   # modes interleaved round by round: drift shows as a spread, not a mode's cost
         for mode, value in MODES.items():
             os.environ["FROST_CHECK_SEQ_LENS"] = value
-            times = step_ms(args.steps)[3:]   # the first steps compile and warm up
+            times = step_ms(steps)[3:]   # the first steps compile and warm up
             results.setdefault(mode, []).extend(times)
     for mode, times in results.items():
         print(f"{mode:9s} median {statistics.median(times):7.2f} ms/step  min {min(times):7.2f}  max {max(times):7.2f}")
     off = statistics.median(results["off"])
     for mode in ("sync", "deferred"):
         print(f"{mode} / off: {statistics.median(results[mode]) / off:.3f}")
-    for _round in range(args.rounds):
+    for _round in range(rounds):
         for mode, value in MODES.items():
             os.environ["FROST_CHECK_SEQ_LENS"] = value
             results.setdefault(f"call_us_{mode}", []).append(call_us())
@@ -89,9 +125,7 @@ def main(argv=None) -> None:
         us = results[f"call_us_{mode}"]
         print(f"host time per frost.sdpa_forward call with lengths, {mode:9s}: median {statistics.median(us):6.1f} us "
               f"(rounds: {', '.join(f'{u:.1f}' for u in us)})")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(results, f)
+    return results
 
 
 if __name__ == "__main__":

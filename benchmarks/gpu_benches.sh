@@ -12,6 +12,8 @@
 #             call, on an idle GPU and with every call enqueued behind running work
 #   autograd  (only when named) benchmarks/bench_autograd_host.py: frost.attention's forward + backward host time
 #             beside its two functional calls, an empty autograd node, one thread, and replay off
+#   replayloop (only when named) bench_length_checks.py --replay: the 24-layer loop's step and host times with
+#             CUDA-graph replay on and off, in one process
 #   replay    (only when named) the backward's host time per call in frost bench (two cases, frost alone) with CUDA-graph
 #             replay on and off, two rounds each, into OUT_DIR/replay_{on,off}_{1,2}
 #   padfwd padbwd padstep   (only when named) the standard suite's passes with FA4's launches padded to SM120's
@@ -52,6 +54,7 @@ lim=$(limit_of full)
     --out "$out/full" --budget-s $((lim - 60))
 run host python3 benchmarks/bench_host_overhead.py --real --busy --calls 4000
 run autograd python3 benchmarks/bench_autograd_host.py --calls 2000 --rounds 3
+run replayloop python3 benchmarks/bench_length_checks.py --replay --steps 30 --json "$out/replayloop.json"
 run replay bash -c "for r in 1 2; do for m in on off; do [ \$m = on ] && v=1 || v=0
     FROST_GRAPH_REPLAY=\$v python3 -m frost bench --suite standard --cases mha-d64-causal,gqa32 --pass backward \
         --backends frost --out $out/replay_\${m}_\$r > /dev/null 2>&1
