@@ -233,8 +233,13 @@ def valid_scale(scale: object) -> bool:
     inf in fp32 and turn every output into NaN."""
     if scale is None:
         return True
-    return (not isinstance(scale, bool) and isinstance(scale, Real) and math.isfinite(scale)
-            and 0 < float(scale) <= FP32_MAX)
+    if isinstance(scale, bool) or not isinstance(scale, Real):
+        return False
+    try:
+        value = float(scale)
+    except OverflowError:   # an int past any float
+        return False
+    return math.isfinite(value) and 0 < value <= FP32_MAX
 
 
 def resolved_scale(scale: Optional[float], head_dim_qk: int) -> float:
@@ -311,8 +316,10 @@ def caller_mask(causal: object, alignment: object, band_left: object, band_right
     for name, bound in (("band_left", band_left), ("band_right", band_right)):
         if not valid_bound(bound):
             raise TensorError(name, bound, BOUND_ACCEPTED)
+    if not isinstance(causal, bool):
+        raise TensorError("causal", causal, OPTION["causal"].accepted)
     left, right = (as_int(b) for b in (band_left, band_right))
-    return Mask.of(bool(causal), left, right, alignment)
+    return Mask.of(causal, left, right, alignment)
 
 
 __all__ = ["ALIGNMENTS", "BOUND_ACCEPTED", "Mask", "INPUT_FEATURES", "IO_ROLES", "InputFeature", "features",

@@ -108,7 +108,7 @@ def check_cu_seqlens_host(name: str, cu, total: int, max_seqlen: int, seqused=No
     if int(cu[-1]) > total:
         raise TensorError(f"{name}[{cu.numel() - 1}]", int(cu[-1]),
                           f"<= {total}, the number of tokens of the packed tensor")
-    b = _first(lengths > max_seqlen)
+    b = _first(lengths > min(max_seqlen, total))   # no segment passes total: the comparison stays in int64
     if b is not None:
         raise TensorError(f"{name}[{b + 1}] - {name}[{b}]", int(lengths[b]),
                           f"<= {max_name} = {max_seqlen} (sequence {b} is longer than the longest declared)")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import torch
 
 from frost.errors import TensorError
-from frost.reference.mask import KeepMask
+from frost.reference.mask import KeepMask, within_span
 from frost.reference.numerics import IO_DTYPES, compute_dtype
 from frost.spec import (ROLES, SCALE_ACCEPTED, TensorRole, caller_mask, gqa_accepted, heads_divide, resolved_scale,
                         valid_scale)
@@ -111,7 +111,8 @@ def resolve(q, k, v, *, scale, causal, alignment, band_left, band_right, seq_len
     kept = caller_mask(causal, alignment, band_left, band_right)
     mask = KeepMask(sq=_seq_lens("seq_len_q", seq_len_q, b, sq, q.device),
                     skv=_seq_lens("seq_len_kv", seq_len_kv, b, skv, q.device),
-                    left=kept.left, right=kept.right, bottom_right=kept.alignment == "bottom_right")
+                    left=within_span(kept.left, sq, skv), right=within_span(kept.right, sq, skv),
+                    bottom_right=kept.alignment == "bottom_right")
     return ReferenceProblem(batch=b, heads_q=hq, heads_kv=hkv, seq_q=sq, seq_kv=skv, dim_qk=dqk, dim_v=dv,
                             scale=_scale(scale, dqk), io_dtype=q.dtype, compute_dtype=compute_dtype(q.dtype), mask=mask)
 

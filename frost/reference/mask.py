@@ -20,6 +20,12 @@ class KeepMask:
     bottom_right: bool
 
 
+def within_span(bound: int | None, seq_q: int, seq_kv: int) -> int | None:
+    """A band bound as the mask applies it: one of seq_q + seq_kv or more excludes no key of any row (|j - diag| stays
+    below it), so it is unbounded; the mask's int64 arithmetic then never meets a huge caller value."""
+    return None if bound is None or bound >= seq_q + seq_kv else bound
+
+
 def block_mask(spec: KeepMask, i0: int, i1: int, skv_total: int) -> torch.Tensor:
     """Boolean keep-mask (B, i1 - i0, Skv) for query rows [i0, i1): True where key j is attended by row i.
 
