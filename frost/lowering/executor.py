@@ -4,6 +4,7 @@ frost.errors.TensorError naming the tensor, the value and what would be accepted
 
 from __future__ import annotations
 
+import re
 import weakref
 from dataclasses import dataclass, field
 
@@ -49,6 +50,29 @@ def _roles(graph, served: set[str]) -> dict[str, str]:
                 if name is not None:
                     roles.setdefault(name, f"{role} of op {op.name!r}")
     return roles
+
+
+def _port_renames(op) -> tuple[re.Pattern, dict[str, str]] | None:
+    """The op's ports whose graph tensor is named otherwise (cu_seqlens_q -> 'cu'), as a pattern of whole words and
+    the names to put in their place (None: every port's tensor has the port's name)."""
+    names = {}
+    for ports in (op.inputs, op.outputs):
+        if hasattr(ports, "model_dump"):
+            names |= {role: name if name.isidentifier() else repr(name)
+                      for role, name in ports.model_dump().items() if name is not None and name != role}
+    if not names:
+        return None
+    return re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b"), names
+
+
+def in_graph_terms(exc: TensorError, renames: tuple[re.Pattern, dict[str, str]] | None) -> TensorError:
+    """An engine's TensorError with the op's port names replaced by the graph tensors' names (in the subject and in
+    what is accepted), unless it was found in an earlier call (deferred: another plan's tensors, maybe)."""
+    if renames is None or getattr(exc, "earlier_call", False):
+        return exc
+    pattern, names = renames
+    rename = lambda text: pattern.sub(lambda m: names[m.group(1)], text)   # noqa: E731
+    return type(exc)(rename(exc.subject), exc.value, rename(exc.accepted), exc.detail)
 
 
 def _expect(spec: TensorSpec, what: str, output: bool, aligned: bool) -> Expect:
@@ -115,6 +139,8 @@ class Executor:
         self.table = tuple((e, e.name, e.dtype, e.shape, e.strides, e.also, e.aligned) for e in self.expects)
         self.known = frozenset(specs)   # any graph tensor may be passed; only the served ops' ones are bound
         self.runs = tuple((op.lowering.run, op.regions) for op in plan.ops)
+        ops = {op.name: op for op in graph.ops}
+        self.renames = tuple(_port_renames(ops[op.op_name]) for op in plan.ops)
         self.workspace_size = plan.workspace.size
         types = {op.lowering.device_type for op in plan.ops} - {None}
         if len(types) > 1:
@@ -151,9 +177,14 @@ class Executor:
             if aligned and t.data_ptr() & 15:
                 _misaligned(e, t)
         bound = tensors if allocated is None else {**tensors, **allocated}
+        if device.type == "meta":   # shapes without data (a meta-device model): checked, not computed
+            return {name: bound[name] for name in self.output_names}
         views = self._workspace(workspace, device)
-        for (run, _), ws in zip(self.runs, views):
-            run(bound, ws, stream)
+        for (run, _), ws, renames in zip(self.runs, views, self.renames):
+            try:
+                run(bound, ws, stream)
+            except TensorError as exc:   # an engine's value check names the op's port: name the graph's tensor
+                raise in_graph_terms(exc, renames) from exc
         return {name: bound[name] for name in self.output_names}
 
     def execute_trusted_seq_major(self, tensors: dict, device) -> None:

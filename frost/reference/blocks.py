@@ -3,11 +3,10 @@ the score block B·Hq·rows·Skv stays bounded, so S = 8192 never materialises a
 
 from __future__ import annotations
 
-import operator
-
 import torch
 
 from frost.errors import TensorError
+from frost.spec import as_int
 
 DEFAULT_BLOCK_ROWS = 256
 MAX_BLOCK_ELEMENTS = 1 << 24  # score-block entries: 64 MiB per fp32 temporary
@@ -17,7 +16,7 @@ def block_rows_for(batch: int, heads_q: int, seq_q: int, seq_kv: int, block_rows
     """Rows per query block: `block_rows` if given, else DEFAULT_BLOCK_ROWS shrunk until a score block
     holds at most MAX_BLOCK_ELEMENTS entries (never below one row)."""
     if block_rows is not None:
-        rows = None if isinstance(block_rows, bool) else operator.index(block_rows)
+        rows = as_int(block_rows)
         if rows is None or rows < 1:
             raise TensorError("block_rows", block_rows, "None (automatic) or an integer >= 1")
     else:

@@ -72,3 +72,19 @@ def test_meta_calls_are_checked_like_real_ones():
         frost.sdpa_forward(mq, torch.randn(B, S, HQ, D).bfloat16(), mq)
     with pytest.raises(frost.TensorError, match=r"^window_size"):
         frost.sdpa_forward(mq, mq, mq, window_size=(1, 2, 3))
+
+
+def test_a_plan_executes_meta_tensors_without_computing():
+    """plan.execute on meta tensors checks them and gives its outputs' shapes, as the functional calls do (the
+    reference engine read values back and failed inside torch)."""
+    graph = frost.sdpa_backward_graph(B, HQ, S, D, heads_kv=HKV, sink=True, padded=True)
+    plan = frost.compile(graph, target="cpu")
+    real = plan.new_outputs("cpu")
+    inputs = {s.name: torch.empty(s.shape, dtype=getattr(torch, s.dtype), device="meta") for s in graph.tensors
+              if s.name not in real}
+    out = plan.execute(inputs)
+    assert set(out) == set(real)
+    for name, t in out.items():
+        _same_layout(real[name], t)
+    with pytest.raises(frost.TensorError, match="^tensor 'q'"):
+        plan.execute({**inputs, "q": inputs["q"][..., :8]})

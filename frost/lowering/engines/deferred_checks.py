@@ -72,9 +72,11 @@ class DeferredChecks:
             try:
                 pending.check(pending.host)
             except TensorError as exc:
-                raise TensorError(exc.subject, exc.value, exc.accepted,  # type: ignore[attr-defined]
-                                  "found in a call made before this one: the values are checked on the host "
-                                  "after an asynchronous copy, and the kernels clamped them meanwhile") from None
+                error = TensorError(exc.subject, exc.value, exc.accepted,  # type: ignore[attr-defined]
+                                    "found in a call made before this one: the values are checked on the host "
+                                    "after an asynchronous copy, and the kernels clamped them meanwhile")
+                error.earlier_call = True   # its names are that call's (frost.lowering.executor.in_graph_terms)
+                raise error from None
 
     def _already(self, key: tuple, tensors: tuple) -> bool:
         """Whether these very tensors, unchanged since, were submitted with these limits (``key``: _key of both; one
