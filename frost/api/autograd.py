@@ -21,7 +21,7 @@ from frost.api.calls import DENSE, PACKED, Call, Layout, backward, forward
 from frost.api.checks import check_tensors, in_caller_terms
 from frost.api.functional import Scale, Window
 from frost.api.plans import target_of
-from frost.errors import FrostError, NotSupported
+from frost.errors import ArgumentTypeError, FrostError, NotSupported
 from frost.spec import Alignment, Kind
 
 _NO_SINK = (0,)  # dsink's shape when there is no sink (a custom op cannot return None)
@@ -53,8 +53,15 @@ def _call(kind: Kind, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Te
           seq_len_kv: Optional[Tensor], sink: Optional[Tensor], softmax_scale: Optional[float], causal: bool,
           window_left: Optional[int], window_right: Optional[int], causal_alignment: str,
           deterministic: Optional[bool], extra: Optional[dict[str, Optional[Tensor]]] = None) -> Call:
-    """An op's arguments through the gate, as the Call of its layout (packed iff cu_seqlens_q is given)."""
+    """An op's arguments through the gate, as the Call of its layout (packed iff cu_seqlens_q is given: then
+    cu_seqlens_kv must be too, and a dense call passes neither and max_seqlens >= 0, which it does not read)."""
     layout = PACKED if cu_seqlens_q is not None else DENSE
+    if not layout.packed:
+        if cu_seqlens_kv is not None:
+            raise ArgumentTypeError("cu_seqlens_q", None, "a tensor when cu_seqlens_kv is given (a packed call "
+                                    "passes both; a dense call neither)")
+        for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_kv", max_seqlen_kv)):
+            gate.host_int(name, n)
     options = gate.options(softmax_scale, causal, (window_left, window_right), causal_alignment, deterministic)
     values: dict[str, Any] = dict(q=q, k=k, v=v, seq_len_q=seq_len_q, seq_len_kv=seq_len_kv, sink=sink,
                                   **(extra or {}))

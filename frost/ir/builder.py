@@ -79,12 +79,13 @@ class GraphBuilder:
         shape; "bshd" then lays it out as packed THD memory (token, head, head dim)."""
         if layout not in LAYOUTS:
             raise GraphError(f"tensor {name!r} layout", layout, " or ".join(repr(x) for x in LAYOUTS))
-        shape = _int_shape(name, shape)
-        if strides is None and layout != "bhsd":
+        shape = _ints(f"tensor {name!r}.shape", shape)
+        if strides is not None:
+            strides = _ints(f"tensor {name!r}.strides", strides)
+        elif layout != "bhsd":
             strides = layout_strides(shape, layout, ragged=ragged is not None)
         with as_graph_errors(f"tensor {name!r}"):
-            spec = TensorSpec(name=name, shape=shape, dtype=dtype,
-                              strides=tuple(strides) if strides is not None else None, ragged=ragged)
+            spec = TensorSpec(name=name, shape=shape, dtype=dtype, strides=strides, ragged=ragged)
         self._declare(spec)
         return name
 
@@ -191,17 +192,17 @@ class GraphBuilder:
             return Graph(name=self.name, tensors=tuple(self._tensors.values()), ops=tuple(self._ops))
 
 
-def _int_shape(name: str, shape: object) -> tuple[int, ...]:
-    """A declared shape as ints: Python or numpy integers pass; a float, a string or a bool is a mistake (never
-    truncated or parsed)."""
+def _ints(subject: str, values: object) -> tuple[int, ...]:
+    """A declared shape or strides as ints: Python or numpy integers pass; a float, a string or a bool is a mistake
+    (never truncated or parsed), and so is a lone int where a tuple goes."""
     accepted = "a tuple of ints (Python or numpy integers; not floats, strings or bools)"
-    if not isinstance(shape, Iterable) or isinstance(shape, (str, bytes)):
-        raise GraphError(f"tensor {name!r}.shape", shape, accepted)
-    shape = tuple(shape)
-    dims = tuple(as_int(x) for x in shape)
-    if None in dims:
-        raise GraphError(f"tensor {name!r}.shape", shape, accepted)
-    return dims  # type: ignore[return-value]
+    if not isinstance(values, Iterable) or isinstance(values, (str, bytes)):
+        raise GraphError(subject, values, accepted)
+    values = tuple(values)
+    ints = tuple(as_int(x) for x in values)
+    if None in ints:
+        raise GraphError(subject, values, accepted)
+    return ints  # type: ignore[return-value]
 
 
 def _size(name: str, value: object) -> int:

@@ -23,17 +23,20 @@ def parsed_device(device: object, name: str = "device") -> Optional[torch.device
     try:
         return torch.device(device)
     except (RuntimeError, ValueError, TypeError):
-        raise TensorError(name, device, DEVICE_ACCEPTED) from None
+        # an index is a device torch cannot make without an accelerator: say what this machine has
+        raise TensorError(name, device, _present() if isinstance(device, int) else DEVICE_ACCEPTED) from None
 
 
 def present_device(device: object, name: str = "device") -> Optional[torch.device]:
     """parsed_device, and a CUDA device must exist on this machine (memory is to be allocated there)."""
     d = parsed_device(device, name)
-    if d is not None and d.type == "cuda":
-        count = torch.cuda.device_count()   # 0 without CUDA
-        if (d.index or 0) >= count:
-            raise TensorError(name, device, f"a device of this machine (it has {count} CUDA devices)")
+    if d is not None and d.type == "cuda" and (d.index or 0) >= torch.cuda.device_count():   # 0 without CUDA
+        raise TensorError(name, device, _present())
     return d
+
+
+def _present() -> str:
+    return f"a device of this machine (it has {torch.cuda.device_count()} CUDA devices)"
 
 
 __all__ = ["DEVICE_ACCEPTED", "parsed_device", "present_device"]

@@ -81,3 +81,14 @@ def test_the_graph_functions_switches_are_bools(make, flag, value):
     with pytest.raises(GraphError, match=rf"^{flag}: got {value!r}; accepted: True or False"):
         make(**{flag: value})
     make(**{flag: True})
+
+
+def test_a_device_index_this_machine_lacks_says_what_it_has():
+    """An index is a device torch cannot make without CUDA: the message said an index was accepted."""
+    import torch
+
+    count = torch.cuda.device_count()
+    plan = frost.compile(frost.sdpa_backward_graph(1, 2, 16, 64))
+    with pytest.raises(TensorError, match=rf"^device: got {count}; accepted: a device of this machine \(it has "
+                                          rf"{count} CUDA devices\)$"):
+        plan.new_outputs(count)
