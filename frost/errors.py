@@ -28,8 +28,17 @@ def _rebuild(cls: type[FrostError], args: tuple[Any, ...], state: dict[str, Any]
     return error
 
 
+SHOWN_CHARS = 100   # a value's repr past this is cut (a whole file, a 400-digit int, a long lengths list)
+
+
+def _shown(value: object) -> str:
+    """``repr(value)``, cut to SHOWN_CHARS with the full length said, so that a message stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]}... ({len(text)} characters)"
+
+
 def _fmt(subject: str, value: object, accepted: str, detail: str = "") -> str:
-    msg = f"{subject}: got {value!r}; accepted: {accepted}"
+    msg = f"{subject}: got {_shown(value)}; accepted: {accepted}"
     return f"{msg} ({detail})" if detail else msg
 
 

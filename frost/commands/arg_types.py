@@ -35,7 +35,10 @@ def seconds(text: str) -> float:
 
 
 def directory(text: str) -> Path:
-    """A directory option: a directory, or a path where none exists yet (never a file)."""
+    """A directory option: a directory, or a path where none exists yet (never a file, nor an empty path, which
+    would be the working directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"got {text!r}; accepted: a directory path (not empty)")
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():
         raise argparse.ArgumentTypeError(f"got {text!r}; accepted: a directory (this is a file)")

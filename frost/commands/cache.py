@@ -4,7 +4,10 @@ cutlass-dsl change starts a new kernel group, each analyzer or IR change a new r
 
 from __future__ import annotations
 
+import os
+
 from frost.commands.arg_types import directory
+from frost.errors import SettingError
 
 
 def register(sub) -> None:
@@ -23,6 +26,9 @@ def run(args) -> int:
                                           remove_groups, report_root)
 
     root = args.dir or default_root()
+    if root.exists() and not root.is_dir():   # --dir is checked by argparse; the default root here
+        source = "FROST_CACHE_DIR" if os.environ.get("FROST_CACHE_DIR") else "the default cache root"
+        raise SettingError(source, str(root), "a directory, or a path where none exists yet (this is a file)")
     stores = ((root, None), (report_root(root), current_report_group()))   # (directory, its current group)
     if args.prune or args.clear:
         gone = [g for path, current in stores for g in remove_groups(path, args.prune, current)]

@@ -14,6 +14,7 @@ class DemoArgumentError(FrostError, ValueError):
 
 
 _positive = int_at_least(1)
+MAX_ELEMENTS = 1 << 28   # elements of the demo's q (B x S x Hq x D): a demo, and its fp64 oracle, stay in memory
 
 
 def register(sub) -> None:
@@ -52,6 +53,10 @@ def run(args) -> int:
     if args.heads_q % args.heads_kv:
         raise DemoArgumentError(f"--heads-kv: got {args.heads_kv}; accepted: a divisor of --heads-q "
                                 f"{args.heads_q} (query heads per kv head must be whole)")
+    elements = args.batch * args.seq * args.heads_q * args.head_dim
+    if elements > MAX_ELEMENTS:
+        raise DemoArgumentError(f"--batch x --seq x --heads-q x --head-dim: got {elements}; accepted: at most "
+                                f"{MAX_ELEMENTS} (a demo's q; its fp64 check keeps several copies)")
     device = device_for(args.device)
     seq = args.seq
     shape = DemoShape(batch=args.batch, heads_q=args.heads_q, heads_kv=args.heads_kv, seq=seq,

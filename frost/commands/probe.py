@@ -48,5 +48,9 @@ def run(args) -> int:
     except (FrostError, OSError) as exc:   # GraphError, TargetError, EngineError, a missing file
         print(f"frost probe: {exc}", file=sys.stderr)
         return 2
+    except UnicodeDecodeError as exc:
+        print(f"frost probe: {args.graph}: not UTF-8 text, as graph JSON is ({exc.reason} at byte {exc.start})",
+              file=sys.stderr)
+        return 2
     print(report.model_dump_json(indent=2) if args.json else report.to_text())
     return 0 if report.supported else 1

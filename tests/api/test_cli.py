@@ -66,3 +66,42 @@ def test_a_cache_dir_that_is_a_file_is_refused(tmp_path, capsys):
         main(["cache", "--dir", str(file)])
     assert info.value.code == 2
     assert f"argument --dir: got '{file}'; accepted: a directory (this is a file)" in capsys.readouterr().err
+
+
+def test_a_cache_dir_from_the_environment_that_is_a_file_is_refused(tmp_path, monkeypatch, capsys):
+    file = tmp_path / "not-a-dir"
+    file.write_text("x")
+    monkeypatch.setenv("FROST_CACHE_DIR", str(file))
+    assert main(["cache"]) == 2
+    assert capsys.readouterr().err == (f"frost cache: FROST_CACHE_DIR: got '{file}'; accepted: a directory, or a "
+                                       "path where none exists yet (this is a file)\n")
+
+
+def test_an_empty_cache_dir_is_refused(capsys):
+    """An empty --dir was the working directory (and --clear would have cleared there)."""
+    with pytest.raises(SystemExit) as info:
+        main(["cache", "--clear", "--dir", ""])
+    assert info.value.code == 2
+    assert "argument --dir: got ''; accepted: a directory path (not empty)" in capsys.readouterr().err
+
+
+def test_a_graph_file_that_is_not_utf8_is_one_line(tmp_path, capsys):
+    path = tmp_path / "graph.json"
+    path.write_bytes(b"\xff\xfe{}")
+    assert main(["probe", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"frost probe: {path}: not UTF-8 text") and err.count("\n") == 1
+
+
+def test_a_long_bad_graph_file_is_not_echoed_whole(tmp_path, capsys):
+    path = tmp_path / "graph.json"
+    path.write_text("not json\n" * 5000)
+    assert main(["probe", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and len(err) < 400 and "characters); accepted: " in err
+
+
+def test_a_demo_too_large_for_memory_is_refused_before_allocating(capsys):
+    assert main(["demo", "--seq", "99999999999999999999", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("frost demo: --batch x --seq x --heads-q x --head-dim: got ") and err.count("\n") == 1
