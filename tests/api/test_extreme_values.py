@@ -35,8 +35,9 @@ def test_a_window_bound_past_every_key_is_no_bound(window, causal):
 
 def test_a_graph_band_past_every_key_is_no_bound():
     q, k, v = _qkv(1)
-    banded = frost.compile(frost.sdpa_forward_graph(B, H, S, D, dtype="float64", band_left=2**70, band_right=2**64))
-    plain = frost.compile(frost.sdpa_forward_graph(B, H, S, D, dtype="float64"))
+    banded = frost.compile(frost.sdpa_forward_graph(B, H, S, D, dtype="float64", band_left=2**70, band_right=2**64),
+                           target="cpu")
+    plain = frost.compile(frost.sdpa_forward_graph(B, H, S, D, dtype="float64"), target="cpu")
     bhsd = {"q": q.transpose(1, 2), "k": k.transpose(1, 2), "v": v.transpose(1, 2)}   # logical shapes, BSHD memory
     got, want = (p.execute(bhsd) for p in (banded, plain))
     torch.testing.assert_close(got["attn.o"], want["attn.o"])
@@ -106,7 +107,7 @@ def test_a_plans_value_errors_name_the_graphs_tensors():
     ragged = {"offsets": cu, "max_len": 4}
     q, k, v = (b.tensor(n, (H, S, D), "float64", layout="bshd", ragged=ragged) for n in ("q", "k", "v"))
     b.sdpa_forward(q, k, v, cu_seqlens_q=cu, cu_seqlens_kv=cu)
-    plan = frost.compile(b.build())
+    plan = frost.compile(b.build(), target="cpu")
     t = torch.randn(S, H, D, dtype=torch.float64).transpose(0, 1)
     with pytest.raises(TensorError, match=r"^cu\[2\]: got 3; accepted: >= cu\[1\] = 5 "):
         plan.execute({"cu": torch.tensor([0, 5, 3], dtype=torch.int32), "q": t, "k": t, "v": t})
