@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import frost
-from frost.api import autograd  # noqa: F401  (registers torch.ops.frost)
+from frost.api.autograd import attention_forward_op
 from frost.errors import ArgumentTypeError, GraphError, TensorError
 from frost.ir import GraphBuilder
 
@@ -76,8 +76,9 @@ def test_the_reference_names_a_bad_block_rows(rows):
 
 
 def _op_forward(q, cu_q, cu_kv, max_q, max_kv):
-    return torch.ops.frost.attention_forward(q, q, q, cu_q, cu_kv, max_q, max_kv, None, None, None, None, False,
-                                             None, None, "top_left", None)
+    """torch.ops.frost.attention_forward, called directly."""
+    return attention_forward_op(q, q, q, cu_q, cu_kv, max_q, max_kv, None, None, None, None, False, None, None,
+                                "top_left", None)
 
 
 def test_a_direct_op_call_with_kv_offsets_alone_is_refused():
