@@ -38,28 +38,29 @@ class Expect:
         return f"tensor {self.name!r} ({self.what}){'.' + attr if attr else ''}"
 
 
+def _ports(op):
+    """(port, graph tensor name) of each connected port of ``op``, inputs then outputs (a generic op's ports by
+    position)."""
+    for ports in (op.inputs, op.outputs):
+        pairs = ports.model_dump().items() if hasattr(ports, "model_dump") else enumerate(ports)
+        yield from ((role, name) for role, name in pairs if name is not None)
+
+
 def _roles(graph, served: set[str]) -> dict[str, str]:
     """tensor name -> "role of op 'x'" for the tensors of the ops the plan runs."""
     roles: dict[str, str] = {}
     for op in graph.ops:
-        if op.name not in served:
-            continue
-        for ports in (op.inputs, op.outputs):
-            pairs = ports.model_dump().items() if hasattr(ports, "model_dump") else enumerate(ports)
-            for role, name in pairs:
-                if name is not None:
-                    roles.setdefault(name, f"{role} of op {op.name!r}")
+        if op.name in served:
+            for role, name in _ports(op):
+                roles.setdefault(name, f"{role} of op {op.name!r}")
     return roles
 
 
 def _port_renames(op) -> tuple[re.Pattern, dict[str, str]] | None:
-    """The op's ports whose graph tensor is named otherwise (cu_seqlens_q -> 'cu'), as a pattern of whole words and
-    the names to put in their place (None: every port's tensor has the port's name)."""
-    names = {}
-    for ports in (op.inputs, op.outputs):
-        if hasattr(ports, "model_dump"):
-            names |= {role: name if name.isidentifier() else repr(name)
-                      for role, name in ports.model_dump().items() if name is not None and name != role}
+    """The op's named ports whose graph tensor is named otherwise (cu_seqlens_q -> 'cu'), as a pattern of whole
+    words and the names to put in their place (None: every port's tensor has the port's name)."""
+    names = {role: name if name.isidentifier() else repr(name)
+             for role, name in _ports(op) if isinstance(role, str) and name != role}
     if not names:
         return None
     return re.compile(r"\b(" + "|".join(sorted(names, key=len, reverse=True)) + r")\b"), names
