@@ -49,7 +49,7 @@ def kept_matmul(a: torch.Tensor, b: torch.Tensor, keep: Callable[[], torch.Tenso
     of its kept terms alone: NaN if a kept term is NaN (NaN in b, or 0·±∞), ±∞ if the kept infinities agree in
     sign, NaN if they do not. (A kept ±∞ in a meeting a ±∞ in b gives NaN rather than ±∞.)"""
     finite = torch.isfinite(b)
-    if b.is_meta or bool(finite.all()):   # meta tensors: shapes only (a meta-device model), no values to test
+    if bool(finite.all()):
         return torch.matmul(a, b)
     zero = torch.zeros((), dtype=b.dtype, device=b.device)
     out = torch.matmul(a, torch.where(finite, b, zero))
